@@ -1,0 +1,37 @@
+"""Command line: `python -m rev {prepare,train,maxbatch,bench,report,workbook,bundle} ...`.
+
+Each sub-command lives in the module that owns its logic; that module exposes `add_arguments(parser)` and
+`run_cli(args) -> int`. Modules are imported only when their command runs, so `--help` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "prepare": ("rev.data", "tokenize a corpus into data/<name>/"),
+    "train": ("rev.train", "train one run of a profile"),
+    "maxbatch": ("rev.maxbatch", "find the largest batch that fits"),
+    "bench": ("rev.bench", "memory and speed of every trunk, side by side"),
+    "report": ("rev.report", "tables, plots and REPORT.md from results"),
+    "workbook": ("rev.workbook", "run the notebook sequence headless"),
+    "bundle": ("rev.bundle", "pack code, tokenizer and token files for Colab"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m rev", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    wanted = argv[0] if argv and argv[0] in COMMANDS else None
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        if name == wanted:
+            importlib.import_module(module).add_arguments(p)
+    args = parser.parse_args(argv)
+    return int(importlib.import_module(COMMANDS[args.command][0]).run_cli(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

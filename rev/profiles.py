@@ -1,0 +1,89 @@
+"""Named run sizes: one place that fixes geometry, data, token budget and optimiser settings.
+
+`smoke` is for CI (seconds per run), `cpu` is the default main job on a 2-core laptop, `t4` fits a Colab T4
+in about half an hour per run, and `full` is the assignment geometry (d=384, L=10, 6 heads, T=512, 8K vocab,
+50M tokens).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    # model geometry
+    d_model: int
+    n_layer: int
+    n_head: int
+    seq_len: int
+    vocab_size: int
+    # data: which corpus `train` prepares when it is missing
+    data_source: str          # "synthetic" | "tinystories" | "text:PATH"
+    data_name: str            # folder under the data directory
+    data_tokens: int          # size of a synthetic corpus, in (approximate) tokens
+    # optimisation
+    batch_size: int
+    train_tokens: int
+    lr: float
+    min_lr: float
+    warmup_tokens: int
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    # bookkeeping
+    eval_every: int = 50         # steps between validation passes
+    eval_batches: int = 8
+    ckpt_every: int = 200        # steps between checkpoints
+    # max-batch search on CPU: the byte budget a training step must fit in
+    cpu_mem_budget: int = 2 * 2**30
+    # screening runs use this fraction of the token budget
+    screening_fraction: float = 0.25
+
+    def replace(self, **changes) -> "Profile":
+        return dataclasses.replace(self, **changes)
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke", d_model=64, n_layer=2, n_head=2, seq_len=64, vocab_size=512,
+        data_source="synthetic", data_name="synthetic-smoke", data_tokens=200_000,
+        batch_size=8, train_tokens=40_960, lr=3e-3, min_lr=3e-4, warmup_tokens=4_096,
+        eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=256 * 2**20,
+        screening_fraction=0.5,
+    ),
+    "cpu": Profile(
+        name="cpu", d_model=128, n_layer=4, n_head=4, seq_len=128, vocab_size=2048,
+        data_source="synthetic", data_name="synthetic-cpu", data_tokens=5_000_000,
+        batch_size=16, train_tokens=1_500_000, lr=2e-3, min_lr=2e-4, warmup_tokens=100_000,
+        eval_every=100, eval_batches=8, ckpt_every=200, cpu_mem_budget=1 * 2**30,
+    ),
+    "t4": Profile(
+        name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
+        data_source="tinystories", data_name="tinystories", data_tokens=0,
+        batch_size=32, train_tokens=20_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=1_000_000,
+        eval_every=200, eval_batches=20, ckpt_every=500,
+    ),
+    "full": Profile(
+        name="full", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
+        data_source="tinystories", data_name="tinystories", data_tokens=0,
+        batch_size=32, train_tokens=50_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=2_000_000,
+        eval_every=250, eval_batches=40, ckpt_every=1000,
+    ),
+}
+
+
+def resolve_profile_name(name: str = "auto") -> str:
+    """`auto` means the GPU profile when CUDA is present, else `cpu`."""
+    if name == "auto":
+        return "t4" if torch.cuda.is_available() else "cpu"
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}: choose one of {', '.join(PROFILES)} or 'auto'")
+    return name
+
+
+def get_profile(name: str = "auto") -> Profile:
+    """The named profile (`auto` resolved as in `resolve_profile_name`)."""
+    return PROFILES[resolve_profile_name(name)]
