@@ -1,0 +1,52 @@
+"""Device and mixed-precision choices, made in one place.
+
+bf16 autocast only where the GPU's compute capability is >= 8 (Ampere and newer): older GPUs such as the
+T4 report `is_bf16_supported()` in some builds yet emulate it slowly, so the decision is made from the
+capability. T4-class GPUs get fp16 autocast with a GradScaler; the CPU computes in fp32 unless asked.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """`auto` -> cuda when available, else cpu."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but no CUDA GPU is visible; use --device cpu")
+    return dev
+
+
+def amp_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:
+    """The autocast dtype for `device` (None means plain fp32)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision == "fp16":
+        if device.type != "cuda":
+            raise ValueError("fp16 autocast needs a CUDA GPU; on CPU use precision 'bf16' or 'fp32'")
+        return torch.float16
+    if device.type != "cuda":
+        return None
+    major, _ = torch.cuda.get_device_capability(device)
+    return torch.bfloat16 if major >= 8 else torch.float16
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def describe(device: torch.device, dtype: torch.dtype | None) -> str:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    return f"{name} ({device.type}), {'fp32' if dtype is None else str(dtype).replace('torch.', '')} compute"

@@ -1,0 +1,161 @@
+"""Peak memory of a callable (e.g. one training step), measured, not estimated.
+
+* CUDA: the caching allocator's own counters (`max_memory_allocated` after `reset_peak_memory_stats`).
+* CPU: PyTorch's CPU allocator reports every allocation and free to the profiler together with its running
+  total of allocated bytes; the peak of that running total over the call, plus the bytes already live when
+  the call starts (parameters, gradients, optimizer state: whatever `live` holds), is the peak. This counts
+  every tensor the call allocates -- activations saved for backward, temporaries, gradients -- and nothing
+  that is not a tensor.
+* CPU, independent check: the process's peak resident set size (Linux `VmHWM`, reset through
+  `/proc/self/clear_refs`). It sees the operating system's view, so it agrees with the allocator count up to
+  allocator slack; tests use it to validate the first method on large allocations.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class MemoryReport:
+    peak_bytes: int      # highest live tensor bytes during the call, `base_bytes` included
+    base_bytes: int      # live tensor bytes counted before the call
+    method: str          # "cuda-allocator" | "cpu-allocator"
+
+    @property
+    def added_bytes(self) -> int:
+        """Peak bytes the call added on top of what was live before it."""
+        return self.peak_bytes - self.base_bytes
+
+
+def tensor_bytes(tensors: Iterable[Tensor]) -> int:
+    """Bytes of the distinct storages behind `tensors` (views and shared weights counted once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if isinstance(t, Tensor) and t.device.type != "meta":
+            s = t.untyped_storage()
+            seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values())
+
+
+def state_tensors(model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None) -> list[Tensor]:
+    """Parameters, their gradients, buffers and optimizer state tensors."""
+    out: list[Tensor] = []
+    if model is not None:
+        for p in model.parameters():
+            out.append(p)
+            if p.grad is not None:
+                out.append(p.grad)
+        out.extend(model.buffers())
+    if optimizer is not None:
+        for st in optimizer.state.values():
+            out.extend(v for v in st.values() if isinstance(v, Tensor))
+    return out
+
+
+def peak_memory(fn: Callable[[], Any], live: Iterable[Tensor] = (), device: str | torch.device = "cpu") -> MemoryReport:
+    """Run `fn()` once and return its peak memory; `live` are tensors alive before the call to count in."""
+    device = torch.device(device)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return MemoryReport(torch.cuda.max_memory_allocated(device), base, "cuda-allocator")
+    base = tensor_bytes(live)
+    return MemoryReport(base + _cpu_added_peak(fn), base, "cpu-allocator")
+
+
+def _cpu_added_peak(fn: Callable[[], Any]) -> int:
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            ef = node.extra_fields
+            events.append((node.start_time_ns, ef.alloc_size, ef.total_allocated))
+        stack.extend(node.children)
+    if not events:
+        return 0
+    events.sort()
+    # The allocator's running total is process-wide; measure it relative to its value just before the call.
+    t0, first_size, first_total = events[0]
+    start = first_total - first_size
+    return max(0, max(total for _, _, total in events) - start)
+
+
+# --- the independent check: peak resident set size -------------------------------------------------------
+
+def _read_status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+def _release_free_heap(threshold: int = 128 * 1024) -> None:
+    """Give freed heap memory back to the OS and serve large blocks from fresh mappings, so that what the
+    call allocates shows up as new resident pages. (mallopt(M_MMAP_THRESHOLD) also turns off glibc's
+    dynamic threshold; malloc_trim(0) returns free heap pages.)"""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, threshold)  # M_MMAP_THRESHOLD = -3
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def peak_rss_added(fn: Callable[[], Any]) -> int:
+    """Peak resident bytes `fn()` adds to the process (Linux only). Noisier than `peak_memory` but
+    independent of PyTorch: it is what the operating system sees."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+    except OSError as e:
+        raise RuntimeError("peak RSS needs Linux /proc/self/clear_refs") from e
+    gc.collect()
+    _release_free_heap()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _read_status_kib("VmRSS")
+    fn()
+    return (_read_status_kib("VmHWM") - before) * 1024
+
+
+@dataclass
+class StepMemory:
+    peak_bytes: int        # peak during forward + backward + optimizer step
+    static_bytes: int      # parameters + gradients + optimizer state (what any trunk must hold)
+    method: str
+
+    @property
+    def activation_bytes(self) -> int:
+        """Everything above the static part: activations kept for backward, temporaries, logits."""
+        return self.peak_bytes - self.static_bytes
+
+
+def training_step_memory(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
+                         step: Callable[[], Any], device: str | torch.device = "cpu") -> StepMemory:
+    """Peak memory of one training `step()` (forward, backward and, if given, the optimizer step).
+
+    Gradients are cleared first (`set_to_none`) so the step allocates them itself; the static part counts
+    parameters, a gradient per parameter and the optimizer state as it stands after the step."""
+    model.zero_grad(set_to_none=True)
+    rep = peak_memory(step, state_tensors(model, optimizer), device)
+    param_bytes = tensor_bytes(p for p in model.parameters() if p.requires_grad)
+    static = tensor_bytes(model.parameters()) + param_bytes + tensor_bytes(state_tensors(None, optimizer))
+    model.zero_grad(set_to_none=True)
+    return StepMemory(rep.peak_bytes, static, rep.method)
