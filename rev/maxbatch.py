@@ -132,10 +132,13 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
     return result
 
 
-def profile_model_config(profile: str, trunk: str, n_layer: int | None = None) -> GPTConfig:
+def profile_model_config(profile: str, trunk: str, n_layer: int | None = None, h: float | None = None,
+                         stream: str = "fp32") -> GPTConfig:
+    """The model a profile trains with `trunk` (and optional depth, step size and stream)."""
     prof = get_profile(profile)
     return GPTConfig(vocab_size=prof.vocab_size, seq_len=prof.seq_len, n_layer=n_layer or prof.n_layer,
-                     n_head=prof.n_head, d_model=prof.d_model, trunk=trunk, h=DEFAULT_H[trunk])
+                     n_head=prof.n_head, d_model=prof.d_model, trunk=trunk,
+                     h=DEFAULT_H[trunk] if h is None else h, stream=stream)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -41,6 +41,8 @@ class Profile:
     cpu_mem_budget: int = 2 * 2**30
     # screening runs use this fraction of the token budget
     screening_fraction: float = 0.25
+    # the "spend memory on depth" run searches depths up to this many layers (bounds its training time)
+    deep_max_layers: int = 64
 
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
@@ -51,14 +53,15 @@ PROFILES: dict[str, Profile] = {
         name="smoke", d_model=64, n_layer=2, n_head=2, seq_len=64, vocab_size=512,
         data_source="synthetic", data_name="synthetic-smoke", data_tokens=200_000,
         batch_size=8, train_tokens=40_960, lr=3e-3, min_lr=3e-4, warmup_tokens=4_096,
-        eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=256 * 2**20,
-        screening_fraction=0.5,
+        eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=16 * 2**20,
+        screening_fraction=0.5, deep_max_layers=6,
     ),
     "cpu": Profile(
-        name="cpu", d_model=128, n_layer=4, n_head=4, seq_len=128, vocab_size=2048,
+        name="cpu", d_model=128, n_layer=6, n_head=4, seq_len=128, vocab_size=2048,
         data_source="synthetic", data_name="synthetic-cpu", data_tokens=5_000_000,
-        batch_size=16, train_tokens=1_500_000, lr=2e-3, min_lr=2e-4, warmup_tokens=100_000,
-        eval_every=100, eval_batches=8, ckpt_every=200, cpu_mem_budget=1 * 2**30,
+        batch_size=16, train_tokens=800_000, lr=2e-3, min_lr=2e-4, warmup_tokens=50_000,
+        eval_every=50, eval_batches=8, ckpt_every=200, cpu_mem_budget=320 * 2**20,
+        screening_fraction=0.2, deep_max_layers=12,
     ),
     "t4": Profile(
         name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,

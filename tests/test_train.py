@@ -75,12 +75,12 @@ def test_lr_at_step_is_a_function_of_the_step_alone(data_dir, tmp_path):
 
 def test_max_batch_is_bracketed_by_measured_probes():
     cfg = profile_model_config("smoke", "residual")
-    res = find_max_batch(cfg, budget_bytes=24 * 2**20, device="cpu", progress=False)
+    res = find_max_batch(cfg, budget_bytes=12 * 2**20, device="cpu", progress=False)
     fits = {p.batch: p for p in res.probes}
     assert fits[res.batch].fits and fits[res.batch].peak_bytes <= res.budget_bytes
     assert not fits[res.batch + 1].fits and fits[res.batch + 1].peak_bytes > res.budget_bytes
     assert all(p.fits == (p.batch <= res.batch) for p in res.probes)
-    rev = find_max_batch(profile_model_config("smoke", "reveuler_rev"), budget_bytes=24 * 2**20, device="cpu",
+    rev = find_max_batch(profile_model_config("smoke", "reveuler_rev"), budget_bytes=12 * 2**20, device="cpu",
                          progress=False)
     assert rev.batch > res.batch
 
