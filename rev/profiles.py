@@ -65,13 +65,13 @@ PROFILES: dict[str, Profile] = {
     ),
     "t4": Profile(
         name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
-        data_source="tinystories", data_name="tinystories", data_tokens=0,
+        data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
         batch_size=32, train_tokens=20_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=1_000_000,
         eval_every=200, eval_batches=20, ckpt_every=500,
     ),
     "full": Profile(
         name="full", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
-        data_source="tinystories", data_name="tinystories", data_tokens=0,
+        data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
         batch_size=32, train_tokens=50_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=2_000_000,
         eval_every=250, eval_batches=40, ckpt_every=1000,
     ),
