@@ -41,6 +41,8 @@ class Profile:
     cpu_mem_budget: int = 2 * 2**30
     # screening runs use this fraction of the token budget
     screening_fraction: float = 0.25
+    # "full": both reversible integrators at two h on fp32 and on fp64/fixed; "minimal": one of each (CI)
+    screening_set: str = "full"
     # the "spend memory on depth" run searches depths up to this many layers (bounds its training time)
     deep_max_layers: int = 64
 
@@ -54,7 +56,7 @@ PROFILES: dict[str, Profile] = {
         data_source="synthetic", data_name="synthetic-smoke", data_tokens=200_000,
         batch_size=8, train_tokens=40_960, lr=3e-3, min_lr=3e-4, warmup_tokens=4_096,
         eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=16 * 2**20,
-        screening_fraction=0.5, deep_max_layers=6,
+        screening_fraction=0.25, screening_set="minimal", deep_max_layers=6,
     ),
     "cpu": Profile(
         name="cpu", d_model=128, n_layer=6, n_head=4, seq_len=128, vocab_size=2048,
