@@ -12,8 +12,11 @@
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -73,12 +76,31 @@ def peak_memory(fn: Callable[[], Any], live: Iterable[Tensor] = (), device: str 
     return MemoryReport(base + _cpu_added_peak(fn), base, "cpu-allocator")
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _cpu_added_peak(fn: Callable[[], Any]) -> int:
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():  # the profiler's C++ side logs its start and stop on fd 2
+        prof.start()
+    try:
         fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
     events = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
