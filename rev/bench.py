@@ -24,7 +24,8 @@ DEFAULT_H = {"residual": 1.0, "residual_ckpt": 1.0, "midpoint": 0.5, "midpoint_r
 DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
 
 
-def _setup(cfg: GPTConfig, batch: int, device: torch.device, dtype, seed: int = 0):
+def make_training_step(cfg: GPTConfig, batch: int, device: torch.device, dtype, seed: int = 0):
+    """A fresh model and AdamW, and `step()` running one real training step on a fixed random batch."""
     torch.manual_seed(seed)
     model = GPT(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -54,7 +55,7 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
     runs = {}
     for trunk in tqdm(trunks, desc="memory", disable=not progress):
         cfg = GPTConfig(**geometry, trunk=trunk, h=DEFAULT_H[trunk])
-        model, opt, step = _setup(cfg, batch, dev, dtype)
+        model, opt, step = make_training_step(cfg, batch, dev, dtype)
         step()  # optimizer state exists from here on, as in training
         mem = training_step_memory(model, opt, step, dev)
         runs[trunk] = dict(step=step, peak_bytes=mem.peak_bytes, static_bytes=mem.static_bytes,
@@ -91,7 +92,7 @@ def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH
     for trunk in trunks:
         for depth in tqdm(depths, desc=f"depth sweep {trunk}", disable=not progress):
             cfg = GPTConfig(**{**geometry, "n_layer": depth}, trunk=trunk, h=DEFAULT_H[trunk])
-            model, opt, step = _setup(cfg, batch, dev, dtype)
+            model, opt, step = make_training_step(cfg, batch, dev, dtype)
             step()
             out[trunk][depth] = training_step_memory(model, opt, step, dev).activation_bytes
             del model, opt, step

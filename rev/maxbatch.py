@@ -15,13 +15,14 @@ import argparse
 import gc
 import json
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from .bench import DEFAULT_H
-from .device import amp_dtype, autocast, pick_device
+from .bench import DEFAULT_H, make_training_step
+from .device import amp_dtype, pick_device
 from .memory import training_step_memory
 from .model import GPT, TRUNKS, GPTConfig
 from .profiles import get_profile
@@ -55,19 +56,8 @@ def static_bytes(cfg: GPTConfig) -> int:
 
 def probe(cfg: GPTConfig, batch: int, device: torch.device, dtype) -> int:
     """Peak bytes of a real training step at `batch` (raises torch.OutOfMemoryError on CUDA OOM)."""
-    torch.manual_seed(0)
-    model = GPT(cfg).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len + 1), device=device)
-
-    def step() -> None:
-        with autocast(device, dtype):
-            loss = model(idx[:, :-1], idx[:, 1:])
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    step()
+    model, opt, step = make_training_step(cfg, batch, device, dtype)
+    step()  # creates Adam's state, as in training
     return training_step_memory(model, opt, step, device).peak_bytes
 
 
@@ -81,6 +71,30 @@ def _fits(cfg, batch, device, dtype, budget) -> Probe:
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def largest_fitting(fits: Callable[[int], bool], start: int, limit: int) -> int:
+    """Largest n in [1, limit] with fits(n), assuming fits is monotone (true up to some n, false after):
+    double from `start` until a miss (or bisect below `start` if it already misses), then bisect."""
+    lo, hi = 0, limit + 1          # invariant: lo fits (0 = none known), hi does not
+    n = min(start, limit)
+    if not fits(n):
+        hi = n
+    else:
+        lo = n
+        while lo < limit:
+            n = min(2 * lo, limit)
+            if not fits(n):
+                hi = n
+                break
+            lo = n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str = "auto", precision: str = "auto",
@@ -107,24 +121,7 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
         bar.set_postfix(batch=b, peak_MiB=None if p.peak_bytes is None else round(p.peak_bytes / 2**20), fits=p.fits)
         return p.fits
 
-    lo, hi = 0, None          # lo fits (0 = nothing yet), hi does not
-    b = max(1, start)
-    while b <= limit:
-        if test(b):
-            lo, b = b, b * 2
-        else:
-            hi = b
-            break
-    if hi is None:
-        hi = limit + 1
-    if lo == 0 and hi > 1:   # the start was too big: search below it
-        lo = 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if test(mid):
-            lo = mid
-        else:
-            hi = mid
+    lo = largest_fitting(test, max(1, start), limit)
     bar.close()
     if lo == 0:
         raise ValueError(f"not even batch 1 fits in {budget_bytes / 2**20:.1f} MiB for trunk {cfg.trunk!r}")

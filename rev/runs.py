@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .maxbatch import MaxBatch, Probe, _fits, find_max_batch, profile_model_config
+from .maxbatch import MaxBatch, Probe, _fits, find_max_batch, largest_fitting, profile_model_config
 from .device import amp_dtype, pick_device
 from .profiles import get_profile
 from .train import TrainConfig, train
@@ -208,24 +208,7 @@ def deepest_fitting(profile: str, trunk: dict, batch: int, budget_bytes: int, ma
         bar.update()
         return p.fits
 
-    lo, hi = 0, max_layers + 1
-    n = min(prof.n_layer, max_layers)
-    if not fits(n):
-        hi = n
-    else:
-        lo = n
-        while lo < max_layers:
-            n = min(2 * lo, max_layers)
-            if not fits(n):
-                hi = n
-                break
-            lo = n
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
+    lo = largest_fitting(fits, prof.n_layer, max_layers)
     bar.close()
     res.batch = lo
     path = profile_dir(results, profile) / "maxbatch.json"
