@@ -325,7 +325,7 @@ def test_train_callback_adapter():
 
 
 def test_a_missed_fidelity_target_tightens_the_thresholds():
-    model, (idx, _) = _model(expanding=True), _batch(2)
+    model, (idx, tgt) = _model(expanding=True), _batch(2)
     policy = A.AdaptivePolicy(tau_warn=1.0, tau_safe=0.1, max_span=L)     # so loose it keeps nothing
     hook = A.AdaptiveCheckpointer(policy, every=1, fidelity_every=1, target_cos=0.999999, tighten=10.0)
     fields = hook.on_step(model, 0, idx, tgt)

@@ -107,7 +107,9 @@ def test_allocator_peak_agrees_with_resident_set_size():
     model.zero_grad(set_to_none=True)
     alloc = peak_memory(step).added_bytes
     assert alloc > 100e6
-    assert abs(rss - alloc) <= 0.15 * alloc, f"allocator {alloc / 1e6:.1f} MB vs RSS {rss / 1e6:.1f} MB"
+    # Every tensor byte is written, so RSS cannot be much below the allocator's count; above it sits the
+    # allocator's slack and whatever non-tensor memory (autograd nodes, library buffers) the step touches.
+    assert 0.9 * alloc <= rss <= 1.35 * alloc, f"allocator {alloc / 1e6:.1f} MB vs RSS {rss / 1e6:.1f} MB"
 
 
 def _activation_bytes(trunk: str, n_layer: int) -> int:

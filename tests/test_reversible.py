@@ -75,7 +75,7 @@ def test_bf16_recompute_without_autocast_would_be_caught():
     assert max(diffs) > 1e-3
 
 
-def _train_tiny(trunk: str, steps: int = 300) -> GPT:
+def _train_tiny(trunk: str, steps: int = 150) -> GPT:
     """Train on a copy task until the blocks are far from initialisation."""
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=V, seq_len=T, n_layer=6, n_head=2, d_model=32, trunk=trunk, h=0.5))
