@@ -14,7 +14,6 @@ import contextlib
 import io
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -38,7 +37,8 @@ OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 _SMOKE_KEYWORD = "(float64 and 3-0.5) or bf16 or checkpointed or refuses or kept"
 TEST_SELECTIONS: dict[str, list[tuple[str, str | None]]] = {
     "smoke": [("test_reversible.py", _SMOKE_KEYWORD)],
-    "full_suite": [("test_reversible.py", None), ("test_model_and_memory.py", "memory")],
+    "full_suite": [("test_reversible.py", None),
+                   ("test_model_and_memory.py", "peak_memory or base_bytes or resident or activation_memory")],
 }
 
 
@@ -199,6 +199,25 @@ def all_passed(df: pd.DataFrame) -> bool:
 # Live figure 1: gradients of the reversible trunks against their stored twins
 # ----------------------------------------------------------------------------------------------------------
 
+def param_layer(name: str) -> str:
+    """Short label of where a parameter sits: `emb`, `L0`, `L1`, ..., `ln_f` (for plot ticks)."""
+    parts = name.split(".")
+    if "blocks" in parts:
+        return f"L{parts[parts.index('blocks') + 1]}"
+    return "emb" if parts[0] in ("wte", "wpe") else parts[0]
+
+
+def layer_ticks(names: Sequence[str]) -> tuple[list[float], list[str]]:
+    """Tick positions (the middle of each `param_layer` group of consecutive parameters) and labels."""
+    groups: list[tuple[str, list[int]]] = []
+    for i, name in enumerate(names):
+        label = param_layer(name)
+        if not groups or groups[-1][0] != label:
+            groups.append((label, []))
+        groups[-1][1].append(i)
+    return [sum(ix) / len(ix) for _, ix in groups], [label for label, _ in groups]
+
+
 def _twin_models(base: str, stream: str, dtype: torch.dtype, geometry: dict, h: float, seed: int) -> tuple[GPT, GPT]:
     torch.manual_seed(seed)
     stored = GPT(GPTConfig(**geometry, trunk=base, h=h, stream=stream)).to(dtype)
@@ -257,25 +276,33 @@ def forgetting_autocast():
         yield
 
 
-def autocast_cosines(bases: Sequence[str] = ("midpoint", "reveuler"), geometry: dict | None = None,
-                     h: float = 0.5, batch: int = 3, seed: int = 0, broken: bool = True) -> pd.DataFrame:
+def autocast_cosines(bases: Sequence[str] = ("midpoint", "reveuler"), streams: Sequence[str] = ("fp32",),
+                     geometry: dict | None = None, h: float = 0.5, batch: int = 3, seed: int = 0,
+                     broken: bool = True) -> pd.DataFrame:
     """Per-parameter cosine similarity (and relative difference) of reversible and stored gradients under
-    bf16 autocast (CPU), float32 weights and an fp32 stream. With `broken`, also the same for a reversible
-    backward that forgets to re-enter autocast (`variant` column: "correct" / "forgets autocast")."""
+    bf16 autocast (CPU), float32 weights, for each residual-stream storage in `streams`. With `broken`,
+    also the same for a reversible backward that forgets to re-enter autocast (`variant` column: "correct"
+    / "forgets autocast").
+
+    On an fp32 stream even a correct backward rebuilds activations one float32 rounding off, and where that
+    moves a value across a bf16 rounding boundary the recomputed block differs by a whole bf16 step; on the
+    bit-exact `fixed` stream the recomputation repeats forward exactly."""
     geometry = {**GRAD_GEOMETRY, "d_model": 64, **(geometry or {})}
     idx, tgt = _batch(geometry, batch, seed + 1)
     variants = [("correct", contextlib.nullcontext)] + ([("forgets autocast", forgetting_autocast)] if broken else [])
     rows = []
     for base in bases:
-        stored, rev = _twin_models(base, "fp32", torch.float32, geometry, h, seed)
-        gs = _grads(stored, idx, tgt, autocast=True)
-        for variant, ctx in variants:
-            with ctx():
-                gr = _grads(rev, idx, tgt, autocast=True)
-            for name in gs:
-                cos = F.cosine_similarity(gs[name].flatten(), gr[name].flatten(), dim=0).item()
-                rel = (gr[name] - gs[name]).norm().item() / max(gs[name].norm().item(), 1e-300)
-                rows.append(dict(trunk=base + "_rev", variant=variant, param=name, cosine=cos, rel_diff=rel))
+        for stream in streams:
+            stored, rev = _twin_models(base, stream, torch.float32, geometry, h, seed)
+            gs = _grads(stored, idx, tgt, autocast=True)
+            for variant, ctx in variants:
+                with ctx():
+                    gr = _grads(rev, idx, tgt, autocast=True)
+                for name in gs:
+                    cos = F.cosine_similarity(gs[name].flatten(), gr[name].flatten(), dim=0).item()
+                    rel = (gr[name] - gs[name]).norm().item() / max(gs[name].norm().item(), 1e-300)
+                    rows.append(dict(trunk=base + "_rev", stream=stream, variant=variant, param=name,
+                                     cosine=cos, rel_diff=rel))
     return pd.DataFrame(rows)
 
 
@@ -299,7 +326,7 @@ def depth_memory(depths: Sequence[int] = (2, 4, 8, 16),
 
     geometry = {**DEPTH_GEOMETRY, **(geometry or {})}
     geometry.setdefault("n_layer", min(depths))
-    with _without_profiler_chatter():
+    with _one_cpu_thread():
         res = bench_depths(geometry, batch, tuple(depths), tuple(trunks), device=device, precision="fp32",
                            progress=progress)
     df = pd.DataFrame(res)
@@ -308,24 +335,15 @@ def depth_memory(depths: Sequence[int] = (2, 4, 8, 16),
 
 
 @contextlib.contextmanager
-def _without_profiler_chatter():
-    """The CPU memory measurement runs torch's profiler, whose C++ side writes a start and a stop line
-    ("USDT: ... profiler_start") straight to the process's stderr for every step measured. Keep those out
-    of the notebook and pass everything else written to stderr meanwhile on."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            lines = tmp.read().decode(errors="replace").splitlines(keepends=True)
-            rest = "".join(ln for ln in lines if not ln.startswith("USDT:"))
-            if rest:
-                sys.stderr.write(rest)
+def _one_cpu_thread():
+    """The sweep's tensors are small, so extra intra-op threads buy nothing; on a busy shared machine they
+    spend their time waiting for each other. The byte counts do not depend on the thread count."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 def growth_ratios(df: pd.DataFrame) -> pd.Series:

@@ -31,7 +31,7 @@ whatever the state, so a damaged trace still walks back gracefully; the correcti
 the walk is on the recorded states. (The XOR of bit patterns has the same flaw.)
 
 Compression: every kept array is split into byte planes (all lowest bytes, then the next, ...); a plane
-that is constant is stored as one byte, one that is noise (entropy above 7.9 bits/byte: the low bytes of an
+that is constant is stored as one byte, one that is noise (entropy above 7.7 bits/byte: the low bytes of an
 update) as it is, the rest deflated with zlib. `compression_ablation` measures the alternatives.
 
 Optimizer state (momentum buffers, Adam moments and step counts) is kept as ulp differences (exact, and
@@ -170,8 +170,8 @@ def _plane_entropy(counts: np.ndarray) -> float:
 
 
 # A byte plane this close to 8 bits/byte (the low bytes of an update are rounding noise) is stored as is:
-# deflating it would cost time and gain nothing.
-_RAW_PLANE_ENTROPY = 7.9
+# deflating it would cost time for a gain of a few per cent at most.
+_RAW_PLANE_ENTROPY = 7.7
 _SMALL = 1024            # arrays below this many bytes are stored raw: compressing them costs more than it saves
 _RAW, _PLANES = 0, 1                     # layouts
 _PLANE_RAW, _PLANE_ZLIB, _PLANE_CONST = 0, 1, 2
@@ -1518,12 +1518,13 @@ def walk_back_measuring(model: nn.Module, trace: Trace, measure: Callable[[nn.Mo
 # the notebook's runs: a pretrained start, sizes per profile, branches that break a condition on purpose
 # ----------------------------------------------------------------------------------------------------------
 # fine-tuning sizes per profile: steps, stories, peak lr; the batch and sequence length are the profile's.
-# t4/full keep fewer steps: at ~25M parameters one exact step (weights + Adam moments) is ~250 MB in memory.
+# t4/full keep fewer steps: at ~25M parameters one exact step (weights + Adam moments) is ~230 MB in memory,
+# and the notebook holds the trace, its lossy copies and (while reading it back) a second copy.
 FINETUNE_SIZES = {
     "smoke": {"steps": 48, "n_stories": 200, "lr": 5e-3},
     "cpu": {"steps": 60, "n_stories": 400, "lr": 3e-3},
-    "t4": {"steps": 24, "n_stories": 1000, "lr": 1e-3},
-    "full": {"steps": 24, "n_stories": 1000, "lr": 1e-3},
+    "t4": {"steps": 20, "n_stories": 1000, "lr": 2e-3},
+    "full": {"steps": 20, "n_stories": 1000, "lr": 2e-3},
 }
 # when no checkpoint is there to reuse, pretrain on this fraction of the profile's token budget
 PRETRAIN_FRACTION = {"smoke": 1.0, "cpu": 0.25, "t4": 0.25, "full": 0.1}
@@ -1604,10 +1605,12 @@ def switch_branch(model: nn.Module, optimizer: torch.optim.Optimizer | None, cur
 
 
 def scenario(name: str, model: nn.Module, trace: Trace, reference: nn.Module, prune_every: int | None = None,
-             lossy: Mapping[str, Trace] | None = None, threshold: float = DEFAULT_SCORE_THRESHOLD) -> dict:
+             lossy: Mapping[str, Trace] | None = None, threshold: float = DEFAULT_SCORE_THRESHOLD,
+             keep_traces: bool = True) -> dict:
     """Assess one run three ways: its exact trace, the same run kept as bf16 differences, and as float
     differences alone (each pruned too if `prune_every`). `model` is at the trace's last step; `lossy`
-    reuses bf16diff/f32diff copies of this same run made earlier."""
+    reuses bf16diff/f32diff copies of this same run made earlier; `keep_traces=False` drops the traces
+    from the result once assessed (they take memory)."""
     if lossy is None:
         # level 0: the lossy copies are only scored here, not stored, so compressing them would be wasted time
         lossy = degrade_traces(model, trace, (BF16DIFF, F32DIFF), level=0)
@@ -1617,6 +1620,8 @@ def scenario(name: str, model: nn.Module, trace: Trace, reference: nn.Module, pr
     out: dict[str, Any] = {"scenario": name, "traces": kept}
     for kind, t in kept.items():
         out[kind] = assess(model, t, reference=reference, score_threshold=threshold)
+    if not keep_traces:
+        del out["traces"]
     return out
 
 
