@@ -3,7 +3,8 @@
 * `run_tests` runs pytest inside the current process (a notebook kernel, say) with a small plugin that
   records, for every test, what it checks (its docstring, or a readable form of its name), its outcome and
   its duration, and returns them as a table. The run leaves no state behind that later code could trip on:
-  no cache folder, no test modules on `sys.path`, the working directory and torch's RNG as they were.
+  no cache folder, no test modules on `sys.path`, the working directory, torch's RNG and thread count as
+  they were.
 * `gradient_differences` / `autocast_cosines`: the memory-free reversible trunks against their stored twins
   on the same weights, parameter by parameter.
 * `depth_memory`: activation bytes of one training step against depth, per trunk.
@@ -15,8 +16,8 @@ import io
 import os
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 from unittest import mock
 
 import pandas as pd
@@ -62,7 +63,7 @@ def selection_for_profile(profile: str) -> list[tuple[str, str | None]]:
 def readable_name(test_name: str) -> str:
     """`test_gradients_match_stored_twin[a-1]` -> `Gradients match stored twin`."""
     base = test_name.split("[", 1)[0]
-    base = base[len("test_"):] if base.startswith("test_") else base
+    base = base.removeprefix("test_")
     words = base.replace("_", " ").strip()
     return words[:1].upper() + words[1:]
 
@@ -139,14 +140,16 @@ def _short_message(report) -> str:
 
 @contextlib.contextmanager
 def _isolated_run():
-    """Put back what an in-process pytest run may change: sys.path, cwd and torch's global RNG."""
-    path, cwd, rng = list(sys.path), os.getcwd(), torch.random.get_rng_state()
+    """Put back what an in-process pytest run may change: sys.path, cwd, torch's global RNG and its
+    intra-op thread count (the suite's conftest makes the test session single-threaded)."""
+    path, cwd, rng, threads = list(sys.path), os.getcwd(), torch.random.get_rng_state(), torch.get_num_threads()
     try:
         yield
     finally:
         sys.path[:] = path
         os.chdir(cwd)
         torch.random.set_rng_state(rng)
+        torch.set_num_threads(threads)
 
 
 def run_tests(paths: str | Path | Sequence[str | Path], keyword: str | None = None,
@@ -322,7 +325,9 @@ def depth_memory(depths: Sequence[int] = (2, 4, 8, 16),
                  progress: bool = False) -> pd.DataFrame:
     """Activation bytes (peak of one training step minus parameters, gradients and optimizer state) for each
     trunk and depth: a table with one row per depth and one column per trunk."""
-    from .bench import bench_depths  # one implementation of the sweep, shared with `python -m rev bench`
+    from .bench import (
+        bench_depths,  # one implementation of the sweep, shared with `python -m rev bench`
+    )
 
     geometry = {**DEPTH_GEOMETRY, **(geometry or {})}
     geometry.setdefault("n_layer", min(depths))

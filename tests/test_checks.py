@@ -11,6 +11,9 @@ from rev import checks
 SAMPLE = textwrap.dedent('''
     """Module docstring of the sample file."""
     import pytest
+    import torch
+
+    torch.set_num_threads(1)  # as a conftest might: the run must not leave it so
 
 
     def test_adds_up():
@@ -52,8 +55,14 @@ def sample_dir(tmp_path):
 
 
 def test_run_tests_records_outcomes_and_descriptions(sample_dir):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
     path, cwd, rng = list(sys.path), os.getcwd(), torch.random.get_rng_state()
-    df = checks.run_tests("test_sample.py", base=sample_dir).set_index("test")
+    try:
+        df = checks.run_tests("test_sample.py", base=sample_dir).set_index("test")
+        threads_after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
     assert df.loc["test_adds_up", "outcome"] == "passed"
     assert df.loc["test_adds_up", "checks"] == "Two and two make four."
     assert df.loc["test_breaks", "outcome"] == "failed"
@@ -72,6 +81,7 @@ def test_run_tests_records_outcomes_and_descriptions(sample_dir):
     assert not checks.all_passed(df)
     # the run left nothing behind that later code could trip on
     assert sys.path == path and os.getcwd() == cwd and torch.equal(torch.random.get_rng_state(), rng)
+    assert threads_after == 2
     assert not (sample_dir / ".pytest_cache").exists()
 
 

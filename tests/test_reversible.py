@@ -66,13 +66,32 @@ def test_gradients_under_bf16_autocast(base):
     assert worst >= 0.999, f"lowest per-parameter gradient cosine {worst:.5f}"
 
 
-def test_bf16_recompute_without_autocast_would_be_caught():
-    """The cosine check has teeth: gradients of a bf16 forward differ measurably from an fp32 forward's."""
-    a = _model("reveuler", 4, 0.5, "fp32", torch.float32, d=64)
-    _, g16 = _loss_and_grads(a, autocast=True)
-    _, g32 = _loss_and_grads(a, autocast=False)
-    diffs = [(g16[n] - g32[n]).norm() / g32[n].norm() for n in g16]
-    assert max(diffs) > 1e-3
+@pytest.mark.parametrize("base", ["midpoint", "reveuler"])
+def test_bf16_autocast_exact_on_fixed_stream(base):
+    """On the exact stream the rebuilt states are bit-identical, so a backward that re-enters bf16 autocast
+    must give the stored twin's gradients to rounding, not just a high cosine."""
+    stored = _model(base, 4, 0.5, "fixed", torch.float32, d=64)
+    rev = _model(base + "_rev", 4, 0.5, "fixed", torch.float32, d=64)
+    rev.load_state_dict(stored.state_dict())
+    (_, gs), (_, gr) = _loss_and_grads(stored, autocast=True), _loss_and_grads(rev, autocast=True)
+    worst = max(((gr[n] - gs[n]).norm() / gs[n].norm()).item() for n in gs)
+    assert worst <= 1e-6, worst
+
+
+def test_forgetting_autocast_in_backward_is_caught(monkeypatch):
+    """The check above has teeth: recomputing blocks in fp32 during backward (autocast not re-entered)
+    gives gradients of a different function, far outside its bound."""
+    import contextlib
+
+    from rev.reversible import AutocastState
+
+    stored = _model("reveuler", 4, 0.5, "fixed", torch.float32, d=64)
+    rev = _model("reveuler_rev", 4, 0.5, "fixed", torch.float32, d=64)
+    rev.load_state_dict(stored.state_dict())
+    monkeypatch.setattr(AutocastState, "context", lambda self: contextlib.nullcontext())
+    (_, gs), (_, gr) = _loss_and_grads(stored, autocast=True), _loss_and_grads(rev, autocast=True)
+    worst = max(((gr[n] - gs[n]).norm() / gs[n].norm()).item() for n in gs)
+    assert worst > 1e-4, worst
 
 
 def _train_tiny(trunk: str, steps: int = 150) -> GPT:
