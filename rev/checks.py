@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from .device import single_thread
 from .model import GPT, GPTConfig
 from .reversible import AutocastState
 
@@ -331,24 +332,12 @@ def depth_memory(depths: Sequence[int] = (2, 4, 8, 16),
 
     geometry = {**DEPTH_GEOMETRY, **(geometry or {})}
     geometry.setdefault("n_layer", min(depths))
-    with _one_cpu_thread():
+    with single_thread():
         res = bench_depths(geometry, batch, tuple(depths), tuple(trunks), device=device, precision="fp32",
                            progress=progress)
     df = pd.DataFrame(res)
     df.index.name = "n_layer"
     return df.sort_index()
-
-
-@contextlib.contextmanager
-def _one_cpu_thread():
-    """The sweep's tensors are small, so extra intra-op threads buy nothing; on a busy shared machine they
-    spend their time waiting for each other. The byte counts do not depend on the thread count."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def growth_ratios(df: pd.DataFrame) -> pd.Series:

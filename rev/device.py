@@ -7,6 +7,7 @@ capability. T4-class GPUs get fp16 autocast with a GradScaler; the CPU computes 
 from __future__ import annotations
 
 import contextlib
+from typing import Iterator
 
 import torch
 
@@ -45,6 +46,18 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.Abst
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """Run the enclosed work on one intra-op thread, restoring the previous setting after. Small tensors gain
+    nothing from extra threads, and on a busy machine the threads mostly wait for each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def describe(device: torch.device, dtype: torch.dtype | None) -> str:

@@ -17,15 +17,15 @@ with more, every small op pays thread-pool synchronisation and gets slower, not 
 from __future__ import annotations
 
 import cmath
-import contextlib
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from .device import single_thread
 from .integrators import Integrator, State, get_integrator, integrate, invert
 from .streams import STREAMS, get_stream
 
@@ -41,17 +41,6 @@ UNIT_ROUNDOFF: dict[str, float] = {"fp32": 2.0 ** -24, "fp64": 2.0 ** -53, "fixe
 
 
 # --- small helpers ----------------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """Run the enclosed toy computation on one intra-op thread, restoring the previous setting after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
 
 def _as_integrator(integrator: str | Integrator) -> Integrator:
     return get_integrator(integrator) if isinstance(integrator, str) else integrator
