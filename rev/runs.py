@@ -9,15 +9,14 @@ Layout under `results/<profile>/`:
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .maxbatch import MaxBatch, Probe, _fits, find_max_batch, largest_fitting, profile_model_config
 from .device import amp_dtype, pick_device
 from .profiles import get_profile
-from .train import TrainConfig, train
+from .report import read_log
+from .train import TrainConfig, train, write_json
 
 RUNS = {
     "run1_baseline": "residual at the profile's batch",
@@ -32,13 +31,6 @@ LOSS_TIE = 0.02           # validation losses closer than this (nats) count as a
 
 def profile_dir(results: str | Path, profile: str) -> Path:
     return Path(results) / get_profile(profile).name
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str))
-    os.replace(tmp, path)
 
 
 class LiveLoss:
@@ -128,7 +120,7 @@ def screen(profile: str, results: str | Path = "results", data_dir: str | Path =
                      "reconstruction_error": s["reconstruction_error"], "tokens": s["tokens"]})
     chosen, reason = choose(rows)
     result = {"profile": prof.name, "tokens": tokens, "runs": rows, "chosen": chosen, "reason": reason}
-    _write_json(profile_dir(results, profile) / "screening.json", result)
+    write_json(profile_dir(results, profile) / "screening.json", result)
     return result
 
 
@@ -185,7 +177,7 @@ def max_batches(profile: str, trunks: list[dict], results: str | Path = "results
         res = find_max_batch(cfg, budget_bytes, device, start=prof.batch_size, progress=progress)
         out[t["trunk"]] = res.to_dict()
         out["budget_bytes"] = res.budget_bytes
-    _write_json(path, out)
+    write_json(path, out)
     return out
 
 
@@ -214,7 +206,7 @@ def deepest_fitting(profile: str, trunk: dict, batch: int, budget_bytes: int, ma
     path = profile_dir(results, profile) / "maxbatch.json"
     out = json.loads(path.read_text()) if path.exists() else {}
     out["deep"] = {**res.to_dict(), "n_layer": lo, "batch": batch, "max_layers": max_layers}
-    _write_json(path, out)
+    write_json(path, out)
     return res
 
 
@@ -222,13 +214,6 @@ def deepest_fitting(profile: str, trunk: dict, batch: int, budget_bytes: int, ma
 
 SUMMARY_COLUMNS = ["run", "trunk", "h", "stream", "n_layer", "batch_size", "tokens", "final_train_loss",
                    "final_val_loss", "tokens_per_s", "peak_memory_bytes", "reconstruction_error", "wall_s"]
-
-
-def read_log(run_dir: str | Path):
-    """A run's log.csv as a DataFrame (val_loss NaN between evaluations)."""
-    import pandas as pd
-
-    return pd.read_csv(Path(run_dir) / "log.csv")
 
 
 def summary_table(summaries: list[dict]):

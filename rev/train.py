@@ -246,7 +246,9 @@ def _read_log(path: Path, upto_step: int) -> list[dict]:
         return [r for r in csv.DictReader(f) if int(r["step"]) < upto_step]
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON to a temporary name, then rename: readers never see a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(obj, indent=2, default=str))
     os.replace(tmp, path)
@@ -283,7 +285,7 @@ def train(cfg: TrainConfig) -> dict:
     log_rows = _read_log(plan.out_dir / "log.csv", start) if ckpt is not None else []
     if writer:
         plan.out_dir.mkdir(parents=True, exist_ok=True)
-        _write_json(plan.out_dir / "config.json", {"train": cfg.to_dict(), "model": plan.model.to_dict(),
+        write_json(plan.out_dir / "config.json", {"train": cfg.to_dict(), "model": plan.model.to_dict(),
                                                     "profile": asdict(plan.profile), "batch_size": plan.batch_size,
                                                     "steps": plan.steps, "lr": plan.lr, "world_size": world})
         _rewrite_log(plan.out_dir / "log.csv", log_rows)
@@ -358,7 +360,7 @@ def train(cfg: TrainConfig) -> dict:
     summary = _summarise(cfg, plan, model, data, device, dtype, log_rows, peak_bytes, timed_tokens, timed_s,
                          time.perf_counter() - t_start, world, stopped)
     if writer and not stopped:
-        _write_json(plan.out_dir / "summary.json", summary)
+        write_json(plan.out_dir / "summary.json", summary)
     return summary
 
 
