@@ -16,6 +16,7 @@ reversible gradients are checked against.
 from __future__ import annotations
 
 import math
+from functools import partial
 from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
@@ -226,9 +227,9 @@ class GPT(nn.Module):
         """Sample `max_new_tokens` tokens after `idx` (batch, time)."""
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.check_input(idx[:, -self.cfg.seq_len:])  # sampled ids stay in range, so once is enough
         for _ in range(max_new_tokens):
             ctx = idx[:, -self.cfg.seq_len:]
-            self.check_input(ctx)
             logits = (self.hidden(ctx)[:, -1, :] @ self.wte.weight.t()).float() / temperature
             if top_k is not None:
                 kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
@@ -246,9 +247,7 @@ def chunked_cross_entropy(h: Tensor, weight: Tensor, targets: Tensor, chunk: int
     """Mean cross-entropy of logits `h @ weight.T` against `targets`, `chunk` rows at a time, each chunk
     checkpointed: backward recomputes its logits instead of keeping them all."""
     h2, t = h.reshape(-1, h.size(-1)), targets.reshape(-1)
-    if t.numel() <= chunk or not torch.is_grad_enabled():
-        return sum(_ce_sum(h2[i:i + chunk], weight, t[i:i + chunk]) for i in range(0, t.numel(), chunk)) / t.numel()
-    total = sum(checkpoint(_ce_sum, h2[i:i + chunk], weight, t[i:i + chunk], use_reentrant=False)
-                for i in range(0, t.numel(), chunk))
-    return total / t.numel()
-
+    ce = _ce_sum
+    if t.numel() > chunk and torch.is_grad_enabled():
+        ce = partial(checkpoint, _ce_sum, use_reentrant=False)
+    return sum(ce(h2[i:i + chunk], weight, t[i:i + chunk]) for i in range(0, t.numel(), chunk)) / t.numel()
