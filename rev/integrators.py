@@ -13,6 +13,11 @@ Each integrator has
 component `name` -- `"f"` the whole block, `"F"` attention, `"G"` MLP -- at stream value `s`). The same code
 therefore runs toy dynamics in float64, a GPT trunk under autograd, and the memory-free reversible trunk
 on an integer stream.
+
+The contract a reversible integrator keeps: `step` is a sequence of additive updates `t' = add(t, call(name,
+s), c)`, and `inverse` undoes them in reverse order, each as `sub(t', call(name, s), c)` with the same block
+input `s` and coefficient `c`. The memory-free backward (`rev.reversible`) backpropagates each update at
+the moment `inverse` undoes it, so it needs nothing else from the integrator.
 """
 from __future__ import annotations
 
@@ -82,9 +87,10 @@ class Leapfrog(Integrator):
     """Leapfrog / explicit midpoint: x[l+1] = x[l-1] + 2h f(x[l]), started with one Euler step.
 
     The state is the pair (x[l-1], x[l]). Given (x[l], x[l+1]) the previous pair is recovered exactly:
-    x[l-1] = x[l+1] - 2h f(x[l]). Layer 0 is the Euler starter (x, x) -> (x, x + h f(x)); its inverse
-    just copies x back. Two-step methods carry a parasitic mode that flips sign every layer; notebook 01
-    shows it.
+    x[l-1] = x[l+1] - 2h f(x[l]). Layer 0 is the Euler starter x[1] = x[0] + h f(x[0]), written as the same
+    update from the state (x, x) with coefficient h instead of 2h, so every layer is one additive update
+    that its inverse undoes. Two-step methods carry a parasitic mode that flips sign every layer;
+    notebook 01 shows it.
     """
 
     name = "leapfrog"
@@ -94,17 +100,17 @@ class Leapfrog(Integrator):
     def init(self, x: Tensor) -> State:
         return (x, x)
 
+    @staticmethod
+    def coef(h: float, layer: int) -> float:
+        return h if layer == 0 else 2 * h  # layer 0 starts from (x, x): a plain Euler step
+
     def step(self, state: State, call: Call, h: float, layer: int, add: AddSub) -> State:
         prev, cur = state
-        if layer == 0:
-            return (cur, add(cur, call("f", cur), h))
-        return (cur, add(prev, call("f", cur), 2 * h))
+        return (cur, add(prev, call("f", cur), self.coef(h, layer)))
 
     def inverse(self, state: State, call: Call, h: float, layer: int, sub: AddSub) -> State:
         cur, nxt = state
-        if layer == 0:
-            return (cur, cur)
-        return (sub(nxt, call("f", cur), 2 * h), cur)
+        return (sub(nxt, call("f", cur), self.coef(h, layer)), cur)
 
     def output(self, state: State) -> Tensor:
         return state[1]

@@ -1,18 +1,20 @@
 """One memory-free autograd Function for any reversible integrator on any stream.
 
 Forward runs the trunk without a graph and keeps only the final state. Backward walks the layers in
-reverse. For layer l it
+reverse and, for layer l, lets `integrator.inverse` rebuild the layer's input state. Every update the
+inverse undoes, `t = t' - c * block(s)`, is backpropagated at that moment (`_LayerTape`): the rebuilt `t`
+inherits the gradient of `t'`, and the block is evaluated *with* a graph on a detached leaf so that one
+backward pass through it gives the gradient of its input `s` and of its parameters. That pass frees the
+graph, so at any time only one block component's activations (attention or MLP, for reversible Euler)
+are alive, and each component is evaluated exactly once per backward.
 
-1. inverts the layer (`integrator.inverse`) to rebuild its input state. Every block evaluation the
-   inversion needs is made *with* a graph, on a detached leaf, and recorded;
-2. replays the layer's forward step (`integrator.step`) on differentiable stand-ins of the rebuilt input,
-   where each block call returns the recorded evaluation through `_Graft` instead of running the block
-   again; autograd through that replay gives the input-state and parameter gradients.
+This works for any integrator that keeps the contract in `rev.integrators`: its inverse undoes the
+step's additive updates one by one, in reverse order. When an update is undone, every later use of its
+result has already been undone too, so the gradient it hands on is complete.
 
-So each block is recomputed exactly once per backward, and the same recomputed output serves both to
-invert and to backpropagate. The autocast state (device type, dtype, enabled) seen in forward is
-re-entered around every block recomputation in backward, so bf16/fp16 autocast or none, on CPU or CUDA,
-gives the gradients the stored trunk would.
+The autocast state (device type, dtype, enabled) seen in forward is re-entered around every block
+recomputation in backward, so bf16/fp16 autocast or none, on CPU or CUDA, gives the gradients the stored
+trunk would.
 
 `keep` lists layer boundaries whose state forward also stores: backward restarts from those exact copies,
 so reconstruction error cannot accumulate past one span (used by the adaptive checkpoint chapter).
@@ -74,30 +76,6 @@ def run_inverse(integrator: Integrator, blocks: Sequence[nn.Module], state: Stat
 
 
 @dataclass
-class _Record:
-    """A block evaluation made during inversion: its leaf input, its output (with graph), its parameters."""
-    inp: Tensor
-    out: Tensor
-    params: tuple[Tensor, ...]
-
-
-class _Graft(torch.autograd.Function):
-    """Stands for `block(x)` in the replayed step: the value is the recorded output, and the backward
-    pulls gradients through the recorded graph, so the block is not evaluated a second time."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, rec: _Record, *params: Tensor) -> Tensor:
-        ctx.rec, ctx.x_dtype = rec, x.dtype
-        return rec.out.detach()
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        rec = ctx.rec
-        grads = torch.autograd.grad(rec.out, (rec.inp, *rec.params), grad.to(rec.out.dtype), allow_unused=True)
-        return (grads[0].to(ctx.x_dtype), None, *grads[1:])
-
-
-@dataclass
 class TrunkSpec:
     integrator: Integrator
     blocks: Sequence[nn.Module]
@@ -130,46 +108,78 @@ class ReversibleFunction(torch.autograd.Function):
         grads = [g.to(carrier) if g is not None else torch.zeros_like(stream.decode(s, carrier))
                  for g, s in zip(grads_out, state)]
         param_grads: list[Tensor] = []
-        with torch.enable_grad():
-            for layer in reversed(range(len(spec.blocks))):
-                if layer + 1 in kept:  # restart from an exact copy of this boundary
-                    state = kept.pop(layer + 1)
-                block = spec.blocks[layer]
-                state, grads, pg = _layer_backward(spec, block, layer, state, grads, ctx.dtype, ctx.autocast)
-                param_grads = pg + param_grads
+        for layer in reversed(range(len(spec.blocks))):
+            if layer + 1 in kept:  # restart from an exact copy of this boundary
+                state = kept.pop(layer + 1)
+            tape = _LayerTape(spec.blocks[layer], stream, ctx.dtype, ctx.autocast, state, grads)
+            state = spec.integrator.inverse(state, tape.call, spec.h, layer, tape.sub)
+            grads = tape.input_grads(state)
+            param_grads = tape.param_grads() + param_grads
         return (None, *(g.to(ctx.dtype) for g in grads), *param_grads)
 
 
-def _layer_backward(spec: TrunkSpec, block: nn.Module, layer: int, state: State, grads: list[Tensor],
-                    dtype: torch.dtype, autocast: AutocastState) -> tuple[State, list[Tensor], list[Tensor]]:
-    stream, integ = spec.stream, spec.integrator
-    params = tuple(block.parameters())
-    records: dict[str, _Record] = {}
+class _LayerTape:
+    """The `call` and `sub` that `integrator.inverse` runs with in backward: undo one layer and
+    backpropagate it, update by update.
 
-    def record(name: str, s: Tensor) -> Tensor:
-        inp = stream.decode(s, dtype).detach().requires_grad_(True)
-        with autocast.context():
-            out = block.component(name)(inp)
-        records[name] = _Record(inp, out, params)
-        return out.detach()
+    Forward made `t' = t + c * block(s)`. When the inverse undoes it, `t` inherits the gradient of `t'`,
+    and `s` and the block's parameters receive `c * grad(t')` pulled back through the block. Gradients of
+    stream tensors are looked up by identity: the inverse hands state tensors around unchanged.
+    """
 
-    state_in = integ.inverse(state, record, spec.h, layer, stream.sub)
+    def __init__(self, block: nn.Module, stream: Stream, dtype: torch.dtype, autocast: AutocastState,
+                 state: State, grads: Sequence[Tensor]):
+        self.block, self.stream, self.dtype, self.autocast = block, stream, dtype, autocast
+        self.params = tuple(block.parameters())
+        self._param_grads: list[Tensor | None] = [None] * len(self.params)
+        self._grads: dict[int, tuple[Tensor, Tensor]] = {}     # id(stream tensor) -> (tensor, gradient)
+        self._calls: dict[int, tuple[Tensor, Tensor, Tensor, Tensor]] = {}  # id(value) -> (value, s, leaf, out)
+        for s, g in zip(state, grads):
+            self._accumulate(s, g)
 
-    # Replay the step on float stand-ins of the rebuilt input; block calls come from the records.
-    leaves = tuple(stream.decode(s, stream.carrier_dtype).detach().requires_grad_(True) for s in state_in)
+    def call(self, name: str, s: Tensor) -> Tensor:
+        leaf = self.stream.decode(s, self.dtype).detach().requires_grad_(True)
+        with torch.enable_grad(), self.autocast.context():
+            out = self.block.component(name)(leaf)
+        value = out.detach()
+        self._calls[id(value)] = (value, s, leaf, out)
+        return value
 
-    def replayed(name: str, x: Tensor) -> Tensor:
-        if name in records:
-            return _Graft.apply(x, records[name], *params)
-        # The inversion did not need this evaluation (leapfrog's Euler starter): compute it once here.
-        with autocast.context():
-            return block.component(name)(x.to(dtype))
+    def sub(self, t: Tensor, c: Tensor, coef: float) -> Tensor:
+        if id(c) not in self._calls or id(t) not in self._grads:
+            raise RuntimeError("a reversible integrator's inverse must subtract block outputs from state tensors "
+                               "(see the contract in rev.integrators)")
+        _, s, leaf, out = self._calls.pop(id(c))
+        _, g = self._grads.pop(id(t))
+        rebuilt = self.stream.sub(t, c, coef)
+        self._accumulate(rebuilt, g)
+        # One backward pass through this block evaluation, which frees its graph.
+        got = torch.autograd.grad(out, (leaf, *self.params), (g * coef).to(out.dtype), allow_unused=True)
+        self._accumulate(s, got[0])
+        for i, pg in enumerate(got[1:]):
+            if pg is not None:
+                old = self._param_grads[i]
+                self._param_grads[i] = pg if old is None else old + pg
+        return rebuilt
 
-    replay = integ.step(leaves, replayed, spec.h, layer, stream.add_diff)
-    got = torch.autograd.grad(replay, leaves + params, grads, allow_unused=True)
-    in_grads = [g if g is not None else torch.zeros_like(x) for g, x in zip(got[:len(leaves)], leaves)]
-    param_grads = [g if g is not None else torch.zeros_like(p) for g, p in zip(got[len(leaves):], params)]
-    return state_in, in_grads, param_grads
+    def _accumulate(self, s: Tensor, g: Tensor) -> None:
+        g = g.to(self.stream.carrier_dtype)
+        if id(s) in self._grads:
+            g = self._grads[id(s)][1] + g  # out of place: `g` may be shared with another entry
+        self._grads[id(s)] = (s, g)
+
+    def input_grads(self, state: State) -> list[Tensor]:
+        if self._calls:
+            raise RuntimeError("a reversible integrator's inverse evaluated a block it did not subtract "
+                               "(see the contract in rev.integrators)")
+        out = []
+        for s in state:  # a tensor listed twice gets its gradient once
+            _, g = self._grads.pop(id(s), (None, None))
+            out.append(g if g is not None else torch.zeros_like(self.stream.decode(s, self.stream.carrier_dtype)))
+        return out
+
+    def param_grads(self) -> list[Tensor]:
+        return [g if g is not None else torch.zeros_like(p) for g, p in zip(self._param_grads, self.params)]
 
 
 def reversible_trunk(integrator: Integrator, blocks: Sequence[nn.Module], x: Tensor, h: float, stream: Stream,

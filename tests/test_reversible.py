@@ -155,3 +155,17 @@ def test_kept_states_give_same_gradients():
     (_, gs), (_, gk) = _loss_and_grads(stored), _loss_and_grads(kept)
     for name in gs:
         torch.testing.assert_close(gk[name], gs[name], rtol=1e-6, atol=1e-9)
+
+
+def test_inverse_breaking_the_contract_is_refused():
+    """The memory-free backward relies on `inverse` undoing `step` update by update; Euler's fixed-point
+    inverse does not, and backward must say so rather than return wrong gradients."""
+    from rev.integrators import get_integrator
+    from rev.reversible import reversible_trunk
+    from rev.streams import get_stream
+
+    model = _model("residual", 2, 0.5, "fp64")
+    x = torch.randn(2, T, 32, dtype=torch.float64, requires_grad=True)
+    out = reversible_trunk(get_integrator("euler"), model.trunk.blocks, x, 0.5, get_stream("fp64"))
+    with pytest.raises(RuntimeError, match="contract in rev.integrators"):
+        out.sum().backward()
