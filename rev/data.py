@@ -666,6 +666,16 @@ class TokenData:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         return x, y
 
+    def unigram_loss(self) -> float:
+        """Validation cross-entropy (nats/token) of a model that ignores context: every token is predicted
+        with its frequency in the training split (add-one smoothed, so unseen tokens cost finite loss). A
+        trained model has learnt something beyond token counts only once it scores below this."""
+        vocab = self.vocab_size
+        counts = np.bincount(self.array("train"), minlength=vocab)[:vocab].astype(np.float64) + 1.0
+        log_p = np.log(counts / counts.sum())
+        val = self.array("val")
+        return float(-log_p[val].mean()) if len(val) else float("nan")
+
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 

@@ -53,7 +53,7 @@ PUBLISHED_SOURCE = "published, RTX 5070 Ti, bf16"
 
 COLUMNS = ["run", "role", "label", "screening", "chosen", "status", "device", "origin", "trunk", "h", "stream",
            "n_layer", "batch_size", "steps", "planned_steps", "tokens", "lr", "lr_scaling", "n_params",
-           "final_train_loss", "final_val_loss", "tokens_per_s", "peak_memory_bytes", "peak_memory_mib",
+           "final_train_loss", "final_val_loss", "unigram_val_loss", "tokens_per_s", "peak_memory_bytes", "peak_memory_mib",
            "reconstruction_error", "wall_s", "torch", "world_size", "stopped_early", "path"]
 
 # Plot colours: blues for the residual baseline, oranges/reds for the reversible runs, grey for screening.
@@ -357,13 +357,21 @@ def headline(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
         "validation loss at max batch", eqm[1] if eqm else None, eqm[2] if eqm else None, f"{BASE_MAX} vs {REV_MAX}")
     add("tokens_per_s_max_batch", "tokens/s at max batch", _get(base_max, "tokens_per_s"),
         _get(rev_max, "tokens_per_s"), f"{BASE_MAX} vs {REV_MAX}")
+    search = mb.get("deep") if isinstance((mb or {}).get("deep"), dict) else None
     deep_layers = _get(deep, "n_layer")
-    if deep_layers is None and isinstance((mb or {}).get("deep"), dict):
-        deep_layers = mb["deep"].get("n_layer")
-    add("deep_layers", f"layers within the baseline's memory, {at}", _get(base, "n_layer"), deep_layers,
+    if deep_layers is None and search:
+        deep_layers = search.get("n_layer")
+    cap = f" (search capped at {search['max_layers']})" if deep_capped(search) else ""
+    add("deep_layers", f"layers within the baseline's memory, {at}{cap}", _get(base, "n_layer"), deep_layers,
         f"{BASE} vs {REV_DEEP}")
     return pd.DataFrame(rows, columns=["key", "quantity", "baseline", "reversible", "ratio", "published_ratio",
                                        "runs"])
+
+
+def deep_capped(search: dict | None) -> bool:
+    """True when the depth search stopped at its layer cap (`deep_max_layers`) rather than at the budget:
+    the deepest model that fits is then deeper than the one trained."""
+    return bool(search) and search.get("max_layers") is not None and search.get("n_layer") == search["max_layers"]
 
 
 def _get(row: pd.Series | None, col: str) -> Any:
@@ -470,8 +478,14 @@ def _finding_val(base: pd.Series, rev: pd.Series, what: str) -> str | None:
     if eq is None:
         return None
     tokens, b, r = eq
-    return (f"{what}, after {tokens:,} tokens the validation loss was {r:.3f} (reversible) vs {b:.3f} (baseline): "
-            f"a difference of {r - b:+.3f} ({_pct(r / b)}).")
+    out = (f"{what}, after {tokens:,} tokens the validation loss was {r:.3f} (reversible) vs {b:.3f} (baseline): "
+           f"a difference of {r - b:+.3f} ({_pct(r / b)}).")
+    sb, sr = _num(base.get("steps")), _num(rev.get("steps"))
+    if sb and sr and sb != sr:
+        out += (f" The same tokens took {int(sr):,} optimizer steps (reversible) against {int(sb):,} (baseline): "
+                f"at a fixed token budget a larger batch means fewer, less noisy steps, so the comparison mixes "
+                f"the trunk with the step count.")
+    return out
 
 
 def _finding_recon(df: pd.DataFrame) -> str | None:
@@ -496,8 +510,26 @@ def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str 
     val = ""
     if _num(base["final_val_loss"]) is not None and _num(deep["final_val_loss"]) is not None:
         val = f"; its validation loss was {float(deep['final_val_loss']):.3f} vs {float(base['final_val_loss']):.3f}"
+    if deep_capped(search):
+        return (f"The depth search stopped at its cap of {int(ld)} layers (the profile's `deep_max_layers`, which "
+                f"bounds the deep run's training time), so a reversible model deeper than {int(ld)} layers would "
+                f"still fit{within} at batch {int(deep['batch_size'])}: against the baseline's {int(lb)} layers "
+                f"that is more than {ld / lb:.2f}x{mem}{val}.")
     return (f"The deepest reversible model{within} at batch {int(deep['batch_size'])} has {int(ld)} layers against "
             f"the baseline's {int(lb)} ({ld / lb:.2f}x){mem}{val}.")
+
+
+def _finding_unigram(df: pd.DataFrame) -> str | None:
+    runs = main_runs(df)
+    uni = pd.to_numeric(runs.get("unigram_val_loss", pd.Series(dtype=float)), errors="coerce").dropna()
+    if not len(uni):
+        return None
+    u = float(uni.iloc[0])
+    parts = [f"{r['label']} {float(r['final_val_loss']):.3f}" for _, r in runs.iterrows()
+             if _num(r.get("final_val_loss")) is not None]
+    return (f"A context-free model, predicting every token by its training frequency, scores {u:.3f} nats on "
+            f"the validation split; the runs end at " + ", ".join(parts) + ". Only what lies below that line "
+            f"comes from reading context.")
 
 
 def _finding_screening(df: pd.DataFrame) -> str | None:
@@ -549,6 +581,7 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
         search = (mb or {}).get("deep")
         out.append(_finding_deep(base, deep, search if isinstance(search, dict) else None))
     out.append(_finding_recon(df))
+    out.append(_finding_unigram(df))
     out.append(_finding_published(df, mb))
     devices = sorted(set(main_runs(df)["device"].dropna().astype(str)))
     if len(devices) > 1:
@@ -607,6 +640,15 @@ def _bar_labels(df: pd.DataFrame) -> list[str]:
             for lab, trunk, b in zip(df["label"], df["trunk"], df["batch_size"])]
 
 
+def token_axis(ax) -> None:
+    """Tick labels like 200k and 1.5M on a tokens x-axis (raw counts overlap)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def fmt(x: float, _pos: int) -> str:
+        return f"{x / 1e6:g}M" if abs(x) >= 1e6 else f"{x / 1e3:g}k" if abs(x) >= 1e3 else f"{x:g}"
+    ax.xaxis.set_major_formatter(FuncFormatter(fmt))
+
+
 def plot_loss_vs_tokens(df: pd.DataFrame, smooth: int = 10):
     """Training loss (smoothed) and validation loss against tokens seen, for every main run."""
     plt = _plt()
@@ -624,8 +666,14 @@ def plot_loss_vs_tokens(df: pd.DataFrame, smooth: int = 10):
     if not len(runs):
         _empty(ax_t, "no main runs present")
         _empty(ax_v, "no main runs present")
+    unigram = pd.to_numeric(runs.get("unigram_val_loss", pd.Series(dtype=float)), errors="coerce").dropna()
+    if len(unigram):  # every run of a profile reads the same corpus
+        for ax in (ax_t, ax_v):
+            ax.axhline(unigram.iloc[0], color="k", ls=":", lw=1, label="context-free (unigram) model")
     ax_t.set(title="training loss (faint: raw, solid: running mean)", xlabel="tokens", ylabel="loss (nats/token)")
     ax_v.set(title="validation loss", xlabel="tokens", ylabel="loss (nats/token)")
+    for ax in (ax_t, ax_v):
+        token_axis(ax)
     if len(runs):
         ax_v.legend(fontsize=8)
     fig.tight_layout()
@@ -740,8 +788,9 @@ def plot_max_batch(maxbatch: dict | None):
         ax_d = axes[2]
         _probe_points(ax_d, deep.get("probes"), _COLOURS[REV_DEEP], deep.get("trunk", "deep"))
         _budget_line(ax_d, _num(deep.get("budget_bytes")))
-        ax_d.set(title=f"depth probes at batch {deep.get('batch', '?')}: deepest fitting "
-                       f"{deep.get('n_layer', '?')} layers", xlabel="layers", ylabel="peak MiB")
+        found = f"{deep.get('n_layer', '?')} layers" + (" (the search's cap)" if deep_capped(deep) else "")
+        ax_d.set(title=f"depth probes at batch {deep.get('batch', '?')}: deepest fitting {found}",
+                 xlabel="layers", ylabel="peak MiB")
         ax_d.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -398,7 +398,7 @@ def _summarise(cfg: TrainConfig, plan: Plan, model: GPT, data, device, dtype, ro
         "steps": len(rows), "planned_steps": plan.steps, "tokens": len(rows) * plan.batch_size * plan.model.seq_len,
         "lr": plan.lr, "lr_scaling": cfg.lr_scaling, "n_params": model.n_params(),
         "final_train_loss": sum(tail) / len(tail) if tail else None,
-        "final_val_loss": vals[-1] if vals else None,
+        "final_val_loss": vals[-1] if vals else None, "unigram_val_loss": data.unigram_loss(),
         "tokens_per_s": timed_tokens / timed_s if timed_s > 0 else None,
         "peak_memory_bytes": peak_bytes, "reconstruction_error": recon, "wall_s": wall_s,
         "device": describe(device, dtype), "torch": torch.__version__, "world_size": world,

@@ -319,3 +319,16 @@ def test_tinystories_code_path_on_local_datasets(tmp_path, monkeypatch):
     out = prepare("tinystories", tmp_path / "ts", 300, stories=50, progress=False)
     assert decoded_stories(out, "train") == stories[:50]  # the cap cuts the training split only
     assert decoded_stories(out, "val") == stories[70:]
+
+
+def test_unigram_loss_matches_a_plain_count(corpus):
+    """The context-free line, against a direct count in plain Python."""
+    import math
+    from collections import Counter
+
+    data = load(corpus)
+    train, val = data.array("train").tolist(), data.array("val").tolist()
+    counts, total = Counter(train), len(train) + data.vocab_size
+    expected = -sum(math.log((counts[t] + 1) / total) for t in val) / len(val)
+    assert data.unigram_loss() == pytest.approx(expected, rel=1e-9)
+    assert data.unigram_loss() < math.log(data.vocab_size)  # token frequencies carry information

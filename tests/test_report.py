@@ -102,6 +102,35 @@ def test_findings_state_the_measured_ratios_and_what_is_missing(runs, results):
     assert "published" in text
 
 
+def test_unigram_line_is_measured_and_stated(runs, results):
+    base = _summary(results, "run1_baseline")
+    assert 0 < base["unigram_val_loss"] < 7  # below ln(512) = 6.24 plus smoothing slack on the smoke corpus
+    assert base["unigram_val_loss"] == _summary(results, "run2_reversible_same_batch")["unigram_val_loss"]
+    text = "\n".join(report.findings(runs))
+    assert f"scores {base['unigram_val_loss']:.3f} nats" in text
+    fig = report.plot_loss_vs_tokens(runs)
+    assert any(line.get_label() == "context-free (unigram) model" for line in fig.axes[1].lines)
+
+
+def test_capped_depth_search_is_not_reported_as_the_deepest(runs):
+    base = runs[runs["run"] == "run1_baseline"].iloc[0]
+    deep = base.copy()
+    deep["n_layer"] = 12
+    capped = {"budget_bytes": 100 * 2**20, "n_layer": 12, "max_layers": 12}
+    assert "stopped at its cap of 12 layers" in report._finding_deep(base, deep, capped)
+    assert "deepest reversible model" in report._finding_deep(base, deep, {**capped, "max_layers": 64})
+    assert not report.deep_capped(None) and report.deep_capped(capped)
+
+
+def test_equal_token_finding_names_the_step_counts_when_they_differ(runs):
+    base = runs[runs["run"] == "run1_baseline"].iloc[0]
+    big = base.copy()
+    big["steps"] = int(base["steps"]) // 4
+    text = report._finding_val(base, big, "At max batch")
+    assert f"took {int(big['steps']):,} optimizer steps (reversible) against {int(base['steps']):,}" in text
+    assert "optimizer steps" not in report._finding_val(base, base.copy(), "Same")
+
+
 def test_findings_and_plots_survive_an_empty_profile(tmp_path):
     df = report.load_runs(tmp_path, PROFILE)
     assert len(df) == 0 and "No runs found" in report.findings(df)[0]
