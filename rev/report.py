@@ -47,6 +47,7 @@ BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
 SCREENING_DIR = "screening"
 PLOTS_DIR = "plots"
 REPORT_NAME = "REPORT.md"
+UNIGRAM_MARGIN = 0.1     # a run ending this close to the context-free loss has learnt little context
 RECON_THRESHOLD = 1e-2   # the training loop warns above this relative reconstruction error
 
 PUBLISHED_SOURCE = "published, RTX 5070 Ti, bf16"
@@ -511,10 +512,11 @@ def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str 
     if _num(base["final_val_loss"]) is not None and _num(deep["final_val_loss"]) is not None:
         val = f"; its validation loss was {float(deep['final_val_loss']):.3f} vs {float(base['final_val_loss']):.3f}"
     if deep_capped(search):
+        used = f": at {int(ld)} layers it peaked at {_mib(pd_)} of the {_mib(pb)} allowed" if pb and pd_ else ""
         return (f"The depth search stopped at its cap of {int(ld)} layers (the profile's `deep_max_layers`, which "
-                f"bounds the deep run's training time), so a reversible model deeper than {int(ld)} layers would "
-                f"still fit{within} at batch {int(deep['batch_size'])}: against the baseline's {int(lb)} layers "
-                f"that is more than {ld / lb:.2f}x{mem}{val}.")
+                f"bounds the deep run's training time), not at the memory limit{used}, at batch "
+                f"{int(deep['batch_size'])}. Against the baseline's {int(lb)} layers that is {ld / lb:.2f}x, a lower "
+                f"bound{val}.")
     return (f"The deepest reversible model{within} at batch {int(deep['batch_size'])} has {int(ld)} layers against "
             f"the baseline's {int(lb)} ({ld / lb:.2f}x){mem}{val}.")
 
@@ -527,9 +529,16 @@ def _finding_unigram(df: pd.DataFrame) -> str | None:
     u = float(uni.iloc[0])
     parts = [f"{r['label']} {float(r['final_val_loss']):.3f}" for _, r in runs.iterrows()
              if _num(r.get("final_val_loss")) is not None]
-    return (f"A context-free model, predicting every token by its training frequency, scores {u:.3f} nats on "
-            f"the validation split; the runs end at " + ", ".join(parts) + ". Only what lies below that line "
-            f"comes from reading context.")
+    out = (f"A context-free model, predicting every token by its training frequency, scores {u:.3f} nats on "
+           "the validation split; the runs end at " + ", ".join(parts) + ". Only what lies below that line "
+           "comes from reading context.")
+    stuck = [r for _, r in runs.iterrows()
+             if _num(r.get("final_val_loss")) is not None and float(r["final_val_loss"]) > u - UNIGRAM_MARGIN]
+    for r in stuck:
+        steps = f" in its {int(r['steps']):,} optimizer steps" if _num(r.get("steps")) else ""
+        out += (f" {r['label'].capitalize()} ({r['run']}) ended within {UNIGRAM_MARGIN} nats of that line: "
+                f"{steps.strip() or 'so far'} it learnt token frequencies and little else.")
+    return out
 
 
 def _finding_screening(df: pd.DataFrame) -> str | None:
