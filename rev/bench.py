@@ -7,7 +7,6 @@ a shared machine hits every trunk alike; the reported figure is the median step.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -149,10 +148,9 @@ def run_cli(args: argparse.Namespace) -> int:
                          precision=args.precision) if args.depths else None
     print(format_report(res, depth))
     if args.json:
+        from .train import write_json  # train imports this module, so not at the top
+
         res["depths"] = {t: {str(k): v for k, v in row.items()} for t, row in (depth or {}).items()}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_suffix(".tmp")
-        tmp.write_text(json.dumps(res, indent=2))
-        tmp.replace(args.json)
+        write_json(args.json, res)
         print(f"wrote {args.json}")
     return 0

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from .device import amp_dtype, pick_device
 from .memory import training_step_memory
 from .model import GPT, TRUNKS, GPTConfig
 from .profiles import get_profile
+from .train import write_json
 
 
 @dataclass
@@ -166,6 +166,5 @@ def run_cli(args: argparse.Namespace) -> int:
             if t != "residual":
                 print(f"{t} / residual max batch: {r['batch'] / results['residual']['batch']:.2f}x")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+        write_json(args.json, results)
     return 0

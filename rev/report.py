@@ -55,8 +55,8 @@ PUBLISHED_SOURCE = "published, RTX 5070 Ti, bf16"
 
 COLUMNS = ["run", "role", "label", "screening", "chosen", "status", "device", "origin", "trunk", "h", "stream",
            "n_layer", "batch_size", "steps", "planned_steps", "tokens", "lr", "lr_scaling", "n_params",
-           "final_train_loss", "final_val_loss", "unigram_val_loss", "tokens_per_s", "peak_memory_bytes", "peak_memory_mib",
-           "reconstruction_error", "wall_s", "torch", "world_size", "stopped_early", "path"]
+           "final_train_loss", "final_val_loss", "unigram_val_loss", "tokens_per_s", "peak_memory_bytes",
+           "peak_memory_mib", "reconstruction_error", "wall_s", "torch", "world_size", "stopped_early", "path"]
 
 # Plot colours: blues for the residual baseline, oranges/reds for the reversible runs, grey for screening.
 _COLOURS = {BASE: "#1f77b4", BASE_MAX: "#6baed6", REV: "#d62728", REV_MAX: "#ff7f0e", REV_DEEP: "#8c564b"}
@@ -326,6 +326,18 @@ def _maxbatch(df: pd.DataFrame, maxbatch: dict | None) -> dict | None:
     return maxbatch if maxbatch is not None else df.attrs.get("maxbatch")
 
 
+def _deep_search(mb: dict | None) -> dict | None:
+    """The depth search ('deep' in maxbatch.json), if one ran."""
+    deep = (mb or {}).get("deep")
+    return deep if isinstance(deep, dict) else None
+
+
+def _unigram_loss(df: pd.DataFrame) -> float | None:
+    """The context-free loss recorded by the main runs (they all read the same corpus)."""
+    vals = pd.to_numeric(main_runs(df).get("unigram_val_loss", pd.Series(dtype=float)), errors="coerce").dropna()
+    return float(vals.iloc[0]) if len(vals) else None
+
+
 def headline(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
     """The quotable table: one row per comparison, baseline vs reversible, their ratio, and the published ratio.
 
@@ -359,7 +371,7 @@ def headline(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
         "validation loss at max batch", eqm[1] if eqm else None, eqm[2] if eqm else None, f"{BASE_MAX} vs {REV_MAX}")
     add("tokens_per_s_max_batch", "tokens/s at max batch", _get(base_max, "tokens_per_s"),
         _get(rev_max, "tokens_per_s"), f"{BASE_MAX} vs {REV_MAX}")
-    search = mb.get("deep") if isinstance((mb or {}).get("deep"), dict) else None
+    search = _deep_search(mb)
     deep_layers = _get(deep, "n_layer")
     if deep_layers is None and search:
         deep_layers = search.get("n_layer")
@@ -526,22 +538,19 @@ def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str 
 
 
 def _finding_unigram(df: pd.DataFrame) -> str | None:
-    runs = main_runs(df)
-    uni = pd.to_numeric(runs.get("unigram_val_loss", pd.Series(dtype=float)), errors="coerce").dropna()
-    if not len(uni):
+    u = _unigram_loss(df)
+    if u is None:
         return None
-    u = float(uni.iloc[0])
-    parts = [f"{r['label']} {float(r['final_val_loss']):.3f}" for _, r in runs.iterrows()
+    ended = [(r, float(r["final_val_loss"])) for _, r in main_runs(df).iterrows()
              if _num(r.get("final_val_loss")) is not None]
     out = (f"A context-free model, predicting every token by its training frequency, scores {u:.3f} nats on "
-           "the validation split; the runs end at " + ", ".join(parts) + ". Only what lies below that line "
-           "comes from reading context.")
-    stuck = [r for _, r in runs.iterrows()
-             if _num(r.get("final_val_loss")) is not None and float(r["final_val_loss"]) > u - UNIGRAM_MARGIN]
-    for r in stuck:
-        steps = f" in its {int(r['steps']):,} optimizer steps" if _num(r.get("steps")) else ""
-        out += (f" {r['label'].capitalize()} ({r['run']}) ended within {UNIGRAM_MARGIN} nats of that line: "
-                f"{steps.strip() or 'so far'} it learnt token frequencies and little else.")
+           "the validation split; the runs end at " + ", ".join(f"{r['label']} {v:.3f}" for r, v in ended)
+           + ". Only what lies below that line comes from reading context.")
+    for r, v in ended:
+        if v > u - UNIGRAM_MARGIN:
+            steps = f"in its {int(r['steps']):,} optimizer steps" if _num(r.get("steps")) else "so far"
+            out += (f" {r['label'].capitalize()} ({r['run']}) ended within {UNIGRAM_MARGIN} nats of that line: "
+                    f"{steps} it learnt token frequencies and little else.")
     return out
 
 
@@ -591,8 +600,7 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
         if s:
             out.append(s.replace(f"At batch {int(base_max['batch_size'])}", "At their max batches"))
     if base is not None and deep is not None:
-        search = (mb or {}).get("deep")
-        out.append(_finding_deep(base, deep, search if isinstance(search, dict) else None))
+        out.append(_finding_deep(base, deep, _deep_search(mb)))
     out.append(_finding_recon(df))
     out.append(_finding_unigram(df))
     out.append(_finding_published(df, mb))
@@ -679,19 +687,18 @@ def plot_loss_vs_tokens(df: pd.DataFrame, smooth: int = 10):
     if not len(runs):
         _empty(ax_t, "no main runs present")
         _empty(ax_v, "no main runs present")
-    unigram = pd.to_numeric(runs.get("unigram_val_loss", pd.Series(dtype=float)), errors="coerce").dropna()
-    if len(unigram):  # every run of a profile reads the same corpus
+    unigram = _unigram_loss(df)
+    if unigram is not None:
         for ax in (ax_t, ax_v):
-            ax.axhline(unigram.iloc[0], color="k", ls=":", lw=1, label="context-free (unigram) model")
+            ax.axhline(unigram, color="k", ls=":", lw=1, label="context-free (unigram) model")
     ax_t.set(title="training loss (faint: raw, solid: running mean)", xlabel="tokens", ylabel="loss (nats/token)")
     ax_v.set(title="validation loss", xlabel="tokens", ylabel="loss (nats/token)")
     for ax in (ax_t, ax_v):
         token_axis(ax)
-    fig.tight_layout()
-    if len(runs):  # below both panels, where it hides no curve
-        handles, labels = ax_v.get_legend_handles_labels()
+    handles, labels = ax_v.get_legend_handles_labels()
+    if labels:  # below both panels, where it hides no curve
         fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
-        fig.tight_layout(rect=(0, 0.06 * ((len(labels) + 2) // 3), 1, 1))
+    fig.tight_layout(rect=(0, 0.06 * ((len(labels) + 2) // 3), 1, 1))
     return fig
 
 
