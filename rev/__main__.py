@@ -10,13 +10,13 @@ import importlib
 import sys
 
 COMMANDS = {
-    "prepare": ("rev.data", "tokenize a corpus into data/<name>/"),
-    "train": ("rev.train", "train one run of a profile"),
-    "maxbatch": ("rev.maxbatch", "find the largest batch that fits"),
-    "bench": ("rev.bench", "memory and speed of every trunk, side by side"),
-    "report": ("rev.report", "tables, plots and REPORT.md from results"),
-    "workbook": ("rev.workbook", "run the notebook sequence headless"),
-    "bundle": ("rev.bundle", "pack code, tokenizer and token files for Colab"),
+    "prepare": ("rev.engine.data", "tokenize a corpus into data/<name>/"),
+    "train": ("rev.engine.train", "train one run of a profile"),
+    "maxbatch": ("rev.engine.maxbatch", "find the largest batch that fits"),
+    "bench": ("rev.engine.bench", "memory and speed of every trunk, side by side"),
+    "report": ("rev.book.report", "tables, plots and REPORT.md from results"),
+    "workbook": ("rev.book.workbook", "run the notebook sequence headless"),
+    "bundle": ("rev.book.bundle", "pack code, tokenizer and token files for Colab"),
 }
 
 

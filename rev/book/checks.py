@@ -1,0 +1,345 @@
+"""The checks behind notebook 02: the project's own tests run in-process, and two live measurements.
+
+* `run_tests` runs pytest inside the current process (a notebook kernel, say) with a small plugin that
+  records, for every test, what it checks (its docstring, or a readable form of its name), its outcome and
+  its duration, and returns them as a table. The run leaves no state behind that later code could trip on:
+  no cache folder, no test modules on `sys.path`, the working directory, torch's RNG and thread count as
+  they were.
+* `gradient_differences` / `autocast_cosines`: the memory-free reversible trunks against their stored twins
+  on the same weights, parameter by parameter.
+* `depth_memory`: activation bytes of one training step against depth, per trunk.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from unittest import mock
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from ..engine.device import single_thread
+from ..core.model import GPT, GPTConfig
+from ..core.reversible import AutocastState
+
+# ----------------------------------------------------------------------------------------------------------
+# The test suite, in-process
+# ----------------------------------------------------------------------------------------------------------
+
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+
+# What each profile runs. `smoke` keeps to the fast trunk checks (CI runs the whole suite separately);
+# the other profiles run the reversible-trunk file and the memory tests in full.
+_SMOKE_KEYWORD = "(float64 and 3-0.5) or bf16 or checkpointed or refuses or kept"
+TEST_SELECTIONS: dict[str, list[tuple[str, str | None]]] = {
+    "smoke": [("core/test_reversible.py", _SMOKE_KEYWORD)],
+    "full_suite": [("core/test_reversible.py", None),
+                   ("core/test_model_and_memory.py", "peak_memory or base_bytes or resident or activation_memory")],
+}
+
+
+def tests_dir() -> Path:
+    """The repository's `tests/` folder, found next to the `rev` package."""
+    import rev
+
+    path = Path(rev.__file__).resolve().parents[1] / "tests"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"no tests folder at {path}: the tests ship with the repository, not with an installed package. "
+            f"Clone the repository and `pip install -e .` from it to run them.")
+    return path
+
+
+def selection_for_profile(profile: str) -> list[tuple[str, str | None]]:
+    """(file under tests/, pytest -k expression or None) pairs to run for a profile."""
+    return TEST_SELECTIONS["smoke" if profile == "smoke" else "full_suite"]
+
+
+def readable_name(test_name: str) -> str:
+    """`test_gradients_match_stored_twin[a-1]` -> `Gradients match stored twin`."""
+    base = test_name.split("[", 1)[0]
+    base = base.removeprefix("test_")
+    words = base.replace("_", " ").strip()
+    return words[:1].upper() + words[1:]
+
+
+def _first_line(doc: str | None) -> str:
+    lines = [ln.strip() for ln in (doc or "").strip().splitlines()]
+    return lines[0] if lines else ""
+
+
+def describe_item(item) -> str:
+    """What a collected test checks: the first docstring line of the test function, else its readable
+    name. (A module docstring is about the whole file, so it is kept for the `module` column instead.)"""
+    fn = getattr(item, "function", None)
+    return _first_line(getattr(fn, "__doc__", None)) or readable_name(item.name)
+
+
+class _Collector:
+    """pytest plugin recording one row per test."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict] = {}
+        self.rows: dict[str, dict] = {}
+
+    def pytest_collection_finish(self, session) -> None:
+        for item in session.items:  # what is left after -k / -m deselection
+            module = getattr(item, "module", None)
+            self.items[item.nodeid] = dict(
+                file=Path(str(item.fspath)).name,
+                test=item.name.split("[", 1)[0],
+                params=item.name[len(item.name.split("[", 1)[0]):].strip("[]"),
+                checks=describe_item(item),
+                module=_first_line(getattr(module, "__doc__", None)),
+            )
+
+    def pytest_runtest_logreport(self, report) -> None:
+        row = self.rows.setdefault(report.nodeid, dict(outcome=None, duration_s=0.0, message=""))
+        row["duration_s"] += report.duration
+        outcome = _phase_outcome(report)
+        # A failing setup or teardown is an error; the call phase decides otherwise. The first bad news wins.
+        if outcome is not None and row["outcome"] in (None, "passed"):
+            row["outcome"] = outcome
+            if report.failed or report.skipped:
+                row["message"] = _short_message(report)
+
+    def table(self) -> pd.DataFrame:
+        rows = []
+        for nodeid, info in self.items.items():
+            res = self.rows.get(nodeid, dict(outcome="not run", duration_s=0.0, message=""))
+            rows.append(dict(nodeid=nodeid, **info, outcome=res["outcome"] or "not run",
+                             duration_s=res["duration_s"], message=res["message"]))
+        cols = ["nodeid", "file", "test", "params", "checks", "outcome", "duration_s", "message", "module"]
+        return pd.DataFrame(rows, columns=cols)
+
+
+def _phase_outcome(report) -> str | None:
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if xfail:
+            return "xfailed" if report.skipped else "xpassed"
+        return report.outcome  # passed | failed | skipped
+    if report.failed:
+        return "error"
+    if report.skipped:  # skipped in setup: a skip marker or pytest.skip in a fixture
+        return "xfailed" if xfail else "skipped"
+    return None
+
+
+def _short_message(report) -> str:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
+    return _first_line(crash or str(report.longrepr))[:200]
+
+
+@contextlib.contextmanager
+def _isolated_run():
+    """Put back what an in-process pytest run may change: sys.path, cwd, torch's global RNG and its
+    intra-op thread count (the suite's conftest makes the test session single-threaded)."""
+    path, cwd, rng, threads = list(sys.path), os.getcwd(), torch.random.get_rng_state(), torch.get_num_threads()
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        os.chdir(cwd)
+        torch.random.set_rng_state(rng)
+        torch.set_num_threads(threads)
+
+
+def run_tests(paths: str | Path | Sequence[str | Path], keyword: str | None = None,
+              extra_args: Iterable[str] = (), base: Path | None = None) -> pd.DataFrame:
+    """Run pytest in this process on `paths` (relative ones resolved in `base`, by default the repository's
+    tests/ folder), optionally filtered by a `-k` expression, and return one row per test: node id, file,
+    test, params, what it checks, outcome, duration (s), a one-line failure/skip message, module docstring.
+
+    `df.attrs` carries the pytest exit code, the wall time and pytest's own text output."""
+    try:
+        import pytest
+    except ImportError as e:  # pytest is a test extra, not a core dependency
+        raise ImportError("running the tests needs pytest: pip install pytest") from e
+    base = tests_dir() if base is None else Path(base)
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    targets = [str(p if Path(p).is_absolute() else base / p) for p in paths]
+    for t in targets:
+        if not Path(t.split("::", 1)[0]).exists():
+            raise FileNotFoundError(f"test path {t} does not exist")
+    args = [*targets, "-q", "-p", "no:cacheprovider", "-p", "no:faulthandler",
+            # importlib mode imports test files without putting their folder on sys.path, so two runs
+            # (or two folders with a same-named file) never clash in sys.modules.
+            "--import-mode=importlib", "--rootdir", str(base.parent), "-o", "addopts=", *extra_args]
+    if keyword:
+        args += ["-k", keyword]
+    collector, out = _Collector(), io.StringIO()
+    t0 = time.perf_counter()
+    with _isolated_run(), contextlib.redirect_stdout(out):
+        code = pytest.main(args, plugins=[collector])
+    df = collector.table()
+    df.attrs.update(exit_code=int(code), wall_s=time.perf_counter() - t0, log=out.getvalue(), args=args)
+    if code not in (0, 1, 5):  # 0 ok, 1 some failed, 5 nothing selected; anything else is a usage problem
+        raise RuntimeError(f"pytest could not run {targets} (exit code {int(code)}):\n{out.getvalue()[-3000:]}")
+    return df
+
+
+def outcome_counts(df: pd.DataFrame) -> dict[str, int]:
+    """Tests per outcome, every outcome listed (zeros included), in a fixed order."""
+    counts = df["outcome"].value_counts()
+    return {o: int(counts.get(o, 0)) for o in (*OUTCOMES, "not run")}
+
+
+def all_passed(df: pd.DataFrame) -> bool:
+    """True when at least one test ran and none failed, errored or was left unrun."""
+    c = outcome_counts(df)
+    return len(df) > 0 and c["failed"] == c["error"] == c["xpassed"] == c["not run"] == 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Live figure 1: gradients of the reversible trunks against their stored twins
+# ----------------------------------------------------------------------------------------------------------
+
+def param_layer(name: str) -> str:
+    """Short label of where a parameter sits: `emb`, `L0`, `L1`, ..., `ln_f` (for plot ticks)."""
+    parts = name.split(".")
+    if "blocks" in parts:
+        return f"L{parts[parts.index('blocks') + 1]}"
+    return "emb" if parts[0] in ("wte", "wpe") else parts[0]
+
+
+def layer_ticks(names: Sequence[str]) -> tuple[list[float], list[str]]:
+    """Tick positions (the middle of each `param_layer` group of consecutive parameters) and labels."""
+    groups: list[tuple[str, list[int]]] = []
+    for i, name in enumerate(names):
+        label = param_layer(name)
+        if not groups or groups[-1][0] != label:
+            groups.append((label, []))
+        groups[-1][1].append(i)
+    return [sum(ix) / len(ix) for _, ix in groups], [label for label, _ in groups]
+
+
+def _twin_models(base: str, stream: str, dtype: torch.dtype, geometry: dict, h: float, seed: int) -> tuple[GPT, GPT]:
+    torch.manual_seed(seed)
+    stored = GPT(GPTConfig(**geometry, trunk=base, h=h, stream=stream)).to(dtype)
+    rev = GPT(GPTConfig(**geometry, trunk=base + "_rev", h=h, stream=stream)).to(dtype)
+    rev.load_state_dict(stored.state_dict())  # the same weights, so any difference is the backward's
+    return stored, rev
+
+
+def _batch(geometry: dict, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    seq = torch.randint(0, geometry["vocab_size"], (batch, geometry["seq_len"] + 1), generator=gen)
+    return seq[:, :-1], seq[:, 1:]
+
+
+def _grads(model: GPT, idx: torch.Tensor, tgt: torch.Tensor, autocast: bool = False) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = model(idx, tgt)
+    loss.backward()  # outside autocast, as in training
+    return {n: p.grad.detach().double().clone() for n, p in model.named_parameters()}
+
+
+GRAD_GEOMETRY = dict(vocab_size=64, seq_len=16, n_layer=4, n_head=2, d_model=32)
+
+
+def gradient_differences(bases: Sequence[str] = ("midpoint", "reveuler"),
+                         streams: Sequence[str] = ("fp32", "fp64", "fixed"),
+                         geometry: dict | None = None, h: float = 0.5, batch: int = 3,
+                         seed: int = 0) -> pd.DataFrame:
+    """Per-parameter relative gradient difference |g_rev - g_stored| / |g_stored| of each reversible trunk
+    against its stored twin, models in float64, for each residual-stream storage.
+
+    The blocks compute in float64 throughout; only the stream differs. A float64 or fixed-point stream
+    inverts (almost) exactly, so the differences sit at float64 rounding; an fp32 stream loses bits on
+    every add and subtract and the rebuilt activations -- and so the gradients -- carry that error."""
+    geometry = {**GRAD_GEOMETRY, **(geometry or {})}
+    idx, tgt = _batch(geometry, batch, seed + 1)
+    rows = []
+    for base in bases:
+        for stream in streams:
+            stored, rev = _twin_models(base, stream, torch.float64, geometry, h, seed)
+            gs, gr = _grads(stored, idx, tgt), _grads(rev, idx, tgt)
+            for name in gs:
+                den = gs[name].norm().item()
+                rows.append(dict(trunk=base + "_rev", stream=stream, param=name,
+                                 rel_diff=(gr[name] - gs[name]).norm().item() / max(den, 1e-300),
+                                 grad_norm=den))
+    return pd.DataFrame(rows)
+
+
+@contextlib.contextmanager
+def forgetting_autocast():
+    """A deliberately broken reversible backward: block recomputation ignores the autocast state saved in
+    forward and runs in full precision. Used only to show what the bf16 check catches."""
+    with mock.patch.object(AutocastState, "context", lambda self: contextlib.nullcontext()):
+        yield
+
+
+def autocast_cosines(bases: Sequence[str] = ("midpoint", "reveuler"), streams: Sequence[str] = ("fp32",),
+                     geometry: dict | None = None, h: float = 0.5, batch: int = 3, seed: int = 0,
+                     broken: bool = True) -> pd.DataFrame:
+    """Per-parameter cosine similarity (and relative difference) of reversible and stored gradients under
+    bf16 autocast (CPU), float32 weights, for each residual-stream storage in `streams`. With `broken`,
+    also the same for a reversible backward that forgets to re-enter autocast (`variant` column: "correct"
+    / "forgets autocast").
+
+    On an fp32 stream even a correct backward rebuilds activations one float32 rounding off, and where that
+    moves a value across a bf16 rounding boundary the recomputed block differs by a whole bf16 step; on the
+    bit-exact `fixed` stream the recomputation repeats forward exactly."""
+    geometry = {**GRAD_GEOMETRY, "d_model": 64, **(geometry or {})}
+    idx, tgt = _batch(geometry, batch, seed + 1)
+    variants = [("correct", contextlib.nullcontext)] + ([("forgets autocast", forgetting_autocast)] if broken else [])
+    rows = []
+    for base in bases:
+        for stream in streams:
+            stored, rev = _twin_models(base, stream, torch.float32, geometry, h, seed)
+            gs = _grads(stored, idx, tgt, autocast=True)
+            for variant, ctx in variants:
+                with ctx():
+                    gr = _grads(rev, idx, tgt, autocast=True)
+                for name in gs:
+                    cos = F.cosine_similarity(gs[name].flatten(), gr[name].flatten(), dim=0).item()
+                    rel = (gr[name] - gs[name]).norm().item() / max(gs[name].norm().item(), 1e-300)
+                    rows.append(dict(trunk=base + "_rev", stream=stream, variant=variant, param=name,
+                                     cosine=cos, rel_diff=rel))
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Live figure 2: activation memory against depth
+# ----------------------------------------------------------------------------------------------------------
+
+# Tokens per batch (batch x seq_len) well above 24 x d_model, so that a layer's activations outweigh its
+# parameters and gradients: below that, the step's peak sits in the gradient phase and hides how
+# checkpointing scales.
+DEPTH_GEOMETRY = dict(vocab_size=256, seq_len=64, n_head=2, d_model=32)
+
+
+def depth_memory(depths: Sequence[int] = (2, 4, 8, 16),
+                 trunks: Sequence[str] = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev"),
+                 geometry: dict | None = None, batch: int = 16, device: str = "cpu",
+                 progress: bool = False) -> pd.DataFrame:
+    """Activation bytes (peak of one training step minus parameters, gradients and optimizer state) for each
+    trunk and depth: a table with one row per depth and one column per trunk."""
+    from ..engine.bench import (
+        bench_depths,  # one implementation of the sweep, shared with `python -m rev bench`
+    )
+
+    geometry = {**DEPTH_GEOMETRY, **(geometry or {})}
+    geometry.setdefault("n_layer", min(depths))
+    with single_thread():
+        res = bench_depths(geometry, batch, tuple(depths), tuple(trunks), device=device, precision="fp32",
+                           progress=progress)
+    df = pd.DataFrame(res)
+    df.index.name = "n_layer"
+    return df.sort_index()
+
+
+def growth_ratios(df: pd.DataFrame) -> pd.Series:
+    """Activation bytes at the deepest depth over those at the shallowest, per trunk (1.0 = flat)."""
+    return df.loc[df.index.max()] / df.loc[df.index.min()]

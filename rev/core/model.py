@@ -1,0 +1,253 @@
+"""A small GPT whose trunk is chosen by name.
+
+Pre-LN blocks: F = attention(LN1(x)), G = MLP(LN2(x)). A single-stream integrator sees the whole block
+f(x) = F(x) + G(x + F(x)), so `residual` at h=1 is exactly the usual pre-LN GPT block. Learned positions,
+tied input/output embeddings, and a chunked, checkpointed cross-entropy so the (tokens x vocab) logits
+never sit in memory at once.
+
+Trunks:
+  residual       forward Euler, activations stored (the baseline)
+  residual_ckpt  forward Euler, each block under torch.utils.checkpoint (what people use instead)
+  midpoint       leapfrog, stored       | midpoint_rev  leapfrog, memory-free reversible backward
+  reveuler       reversible Euler, stored | reveuler_rev  reversible Euler, memory-free backward
+The non-`_rev` twins run the same integrator under ordinary autograd; they are the references the
+reversible gradients are checked against.
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+from dataclasses import asdict, dataclass
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from .integrators import Integrator, get_integrator
+from .reversible import reversible_trunk
+from .streams import STREAMS, Stream, get_stream
+
+# trunk name -> (integrator, how backward gets its activations)
+TRUNKS: dict[str, tuple[str, str]] = {
+    "residual": ("euler", "stored"),
+    "residual_ckpt": ("euler", "checkpoint"),
+    "midpoint": ("leapfrog", "stored"),
+    "midpoint_rev": ("leapfrog", "reversible"),
+    "reveuler": ("reveuler", "stored"),
+    "reveuler_rev": ("reveuler", "reversible"),
+}
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 8192
+    seq_len: int = 512
+    n_layer: int = 10
+    n_head: int = 6
+    d_model: int = 384
+    trunk: str = "residual"
+    h: float = 1.0
+    stream: str = "fp32"
+    dropout: float = 0.0
+    keep: tuple[int, ...] = ()      # layer boundaries whose state a reversible trunk stores (see reversible.py)
+    loss_chunk: int = 1024          # rows of logits materialised at once by the loss
+
+    def __post_init__(self) -> None:
+        if self.trunk not in TRUNKS:
+            raise ValueError(f"unknown trunk {self.trunk!r}: choose one of {', '.join(TRUNKS)}")
+        if self.stream not in STREAMS:
+            raise ValueError(f"unknown stream {self.stream!r}: choose one of {', '.join(STREAMS)}")
+        if not self.h > 0:
+            raise ValueError(f"step size h must be > 0 (got {self.h}); try h=1.0 for residual, 0.5 for midpoint")
+        for name in ("vocab_size", "seq_len", "n_layer", "n_head", "d_model", "loss_chunk"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}: "
+                             f"pick n_head dividing d_model (e.g. {_divisor_near(self.d_model, self.n_head)})")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.dropout > 0 and self.reversible:
+            raise ValueError(f"trunk {self.trunk!r} rebuilds activations in backward, so dropout would need its "
+                             f"random masks replayed exactly; set dropout=0 or use a stored trunk")
+        self.keep = tuple(sorted(set(int(k) for k in self.keep)))
+        if any(not 0 < k < self.n_layer for k in self.keep):
+            raise ValueError(f"keep boundaries must lie in 1..n_layer-1 = 1..{self.n_layer - 1}, got {self.keep}")
+
+    @property
+    def reversible(self) -> bool:
+        return TRUNKS[self.trunk][1] == "reversible"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["keep"] = list(self.keep)
+        return d
+
+
+def _divisor_near(n: int, k: int) -> int:
+    return min((d for d in range(1, n + 1) if n % d == 0), key=lambda d: abs(d - k))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.n_head, self.dropout = cfg.n_head, cfg.dropout
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return F.dropout(self.proj(y), self.dropout, self.training)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model, bias=False)
+        self.dropout = cfg.dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(self.proj(F.gelu(self.fc(x))), self.dropout, self.training)
+
+
+class Block(nn.Module):
+    """One layer's vector field: components F (attention), G (MLP) and f (the whole pre-LN block)."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.ln1, self.attn = nn.LayerNorm(cfg.d_model), CausalSelfAttention(cfg)
+        self.ln2, self.mlp = nn.LayerNorm(cfg.d_model), MLP(cfg)
+
+    def F(self, x: Tensor) -> Tensor:
+        return self.attn(self.ln1(x))
+
+    def G(self, x: Tensor) -> Tensor:
+        return self.mlp(self.ln2(x))
+
+    def f(self, x: Tensor) -> Tensor:
+        a = self.F(x)
+        return a + self.G(x + a)
+
+    def component(self, name: str):
+        return {"f": self.f, "F": self.F, "G": self.G}[name]
+
+
+class Trunk(nn.Module):
+    """The stack of blocks, run by an integrator on a stream, with activations stored, checkpointed or
+    rebuilt in backward."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        integrator_name, self.mode = TRUNKS[cfg.trunk]
+        self.integrator: Integrator = get_integrator(integrator_name)
+        self.stream: Stream = get_stream(cfg.stream)
+        self.h, self.keep = cfg.h, cfg.keep
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.mode == "reversible":
+            return reversible_trunk(self.integrator, self.blocks, x, self.h, self.stream, self.keep)
+        st, dtype = self.stream, x.dtype
+        state = tuple(st.encode_diff(s) for s in self.integrator.init(x))
+        for layer, block in enumerate(self.blocks):
+            if self.mode == "checkpoint" and torch.is_grad_enabled():
+                state = checkpoint(self._step, block, layer, dtype, *state, use_reentrant=False)
+            else:
+                state = self._step(block, layer, dtype, *state)
+        return self.integrator.output(tuple(s.to(dtype) for s in state))
+
+    def _step(self, block: Block, layer: int, dtype: torch.dtype, *state: Tensor) -> tuple[Tensor, ...]:
+        call = lambda name, s: block.component(name)(s.to(dtype))  # noqa: E731
+        return self.integrator.step(state, call, self.h, layer, self.stream.add_diff)
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.seq_len, cfg.d_model)
+        self.trunk = Trunk(cfg)
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):  # scaled so the stream's variance does not grow with depth
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def n_params(self, non_embedding: bool = False) -> int:
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.wpe.weight.numel() if non_embedding else n
+
+    def check_input(self, idx: Tensor, targets: Tensor | None = None) -> None:
+        """Shape and range checks. The range check runs only on CPU tensors: on a GPU it would force a
+        sync every step, and `rev.engine.data.load` already checks the data's vocabulary against the model's."""
+        if idx.dim() != 2 or idx.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"idx must be an integer tensor of shape (batch, time), got {tuple(idx.shape)} "
+                             f"{idx.dtype}")
+        if idx.size(1) > self.cfg.seq_len:
+            raise ValueError(f"sequence length {idx.size(1)} exceeds the model's seq_len={self.cfg.seq_len}: "
+                             f"crop the input to the last {self.cfg.seq_len} tokens or build a longer model")
+        if targets is not None and targets.shape != idx.shape:
+            raise ValueError(f"targets shape {tuple(targets.shape)} != idx shape {tuple(idx.shape)}")
+        if idx.device.type == "cpu" and idx.numel():
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < 0 or hi >= self.cfg.vocab_size:
+                raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size}) but range over [{lo}, {hi}]: "
+                                 f"the data's tokenizer does not match this model's vocab_size")
+
+    def embed(self, idx: Tensor) -> Tensor:
+        pos = torch.arange(idx.size(1), device=idx.device)
+        return self.wte(idx) + self.wpe(pos)
+
+    def hidden(self, idx: Tensor) -> Tensor:
+        """Final-layer-normed hidden states (batch, time, d_model)."""
+        return self.ln_f(self.trunk(self.embed(idx)))
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None) -> Tensor:
+        self.check_input(idx, targets)
+        h = self.hidden(idx)
+        if targets is None:
+            return h @ self.wte.weight.t()
+        return chunked_cross_entropy(h, self.wte.weight, targets, self.cfg.loss_chunk)
+
+    @torch.no_grad()
+    def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+                 generator: torch.Generator | None = None) -> Tensor:
+        """Sample `max_new_tokens` tokens after `idx` (batch, time)."""
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.check_input(idx[:, -self.cfg.seq_len:])  # sampled ids stay in range, so once is enough
+        for _ in range(max_new_tokens):
+            ctx = idx[:, -self.cfg.seq_len:]
+            logits = (self.hidden(ctx)[:, -1, :] @ self.wte.weight.t()).float() / temperature
+            if top_k is not None:
+                kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+            idx = torch.cat([idx, nxt], dim=1)
+        return idx
+
+
+def _ce_sum(h: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+    return F.cross_entropy((h @ weight.t()).float(), targets, reduction="sum")
+
+
+def chunked_cross_entropy(h: Tensor, weight: Tensor, targets: Tensor, chunk: int = 1024) -> Tensor:
+    """Mean cross-entropy of logits `h @ weight.T` against `targets`, `chunk` rows at a time, each chunk
+    checkpointed: backward recomputes its logits instead of keeping them all."""
+    h2, t = h.reshape(-1, h.size(-1)), targets.reshape(-1)
+    ce = _ce_sum
+    if t.numel() > chunk and torch.is_grad_enabled():
+        ce = partial(checkpoint, _ce_sum, use_reentrant=False)
+    return sum(ce(h2[i:i + chunk], weight, t[i:i + chunk]) for i in range(0, t.numel(), chunk)) / t.numel()

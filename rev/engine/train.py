@@ -1,0 +1,450 @@
+"""`train(TrainConfig) -> summary`: one token-budgeted run of a profile, for any trunk.
+
+The run writes into its folder
+  config.json   what was asked and what it resolved to
+  log.csv       step, tokens, loss, lr, grad_norm, tokens_per_s, val_loss (on eval steps)
+  ckpt.pt       model, optimizer, scaler, RNG and sampler state (written atomically; `resume=True` continues)
+  summary.json  final losses, speed, peak memory, reconstruction error of the trained trunk, wall time
+
+Steps = train_tokens // (batch_size * seq_len). The learning rate at step n is `lr_at(n, ...)`: linear
+warm-up then cosine decay, a function of the step number alone, so a resumed run takes the same path. Under
+`torchrun` the same function runs data-parallel (gloo on CPU, nccl on GPU): every rank draws the *global*
+batch from the same seeded generator and keeps its own slice, so N processes see exactly the data one
+process would.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+from tqdm.auto import tqdm
+
+from .bench import DEFAULT_H
+from .device import amp_dtype, autocast, describe, pick_device
+from .memory import peak_memory, state_tensors
+from ..core.model import GPT, TRUNKS, GPTConfig
+from .profiles import Profile, get_profile, resolve_profile_name
+from ..core.reversible import reconstruction_error
+
+LOG_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss"]
+LR_SCALINGS = ("none", "sqrt", "linear")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+@dataclass
+class TrainConfig:
+    profile: str = "cpu"
+    trunk: str = "residual"
+    out_dir: str | Path | None = None        # default results/<profile>/<trunk>
+    data_dir: str | Path = "data"            # root; the profile's corpus lives in data_dir/<data_name>
+    h: float | None = None                   # default: 1.0 residual/reveuler, 0.5 midpoint
+    stream: str = "fp32"
+    n_layer: int | None = None               # overrides the profile's depth
+    batch_size: int | None = None            # global batch; default the profile's
+    train_tokens: int | None = None
+    lr: float | None = None
+    lr_scaling: str = "none"                 # how lr follows batch_size / profile batch: none | sqrt | linear
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"                  # auto: bf16 on capability >= 8, fp16+GradScaler below, fp32 on CPU
+    eval_every: int | None = None
+    eval_batches: int | None = None
+    ckpt_every: int | None = None
+    resume: bool = False
+    recon_threshold: float = 1e-2            # warn above this relative reconstruction error
+    stop_after: int | None = None            # stop (as if killed) after this many steps; for tests and demos
+    progress: bool = True
+    callback: Callable[[int, dict, GPT], None] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("callback")
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
+
+
+def lr_at(step: int, total_steps: int, warmup_steps: int, lr: float, min_lr: float) -> float:
+    """Linear warm-up to `lr`, then cosine decay to `min_lr` at `total_steps`."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def scaled_lr(base_lr: float, batch: int, base_batch: int, rule: str) -> float:
+    """The max-batch run's LR rule: `sqrt` scales by sqrt(batch/base_batch) (Adam's usual choice),
+    `linear` by batch/base_batch, `none` keeps the profile's LR."""
+    if rule not in LR_SCALINGS:
+        raise ValueError(f"unknown lr_scaling {rule!r}: choose one of {', '.join(LR_SCALINGS)}")
+    ratio = batch / base_batch
+    return base_lr * {"none": 1.0, "sqrt": math.sqrt(ratio), "linear": ratio}[rule]
+
+
+@dataclass
+class Plan:
+    """Everything a run resolves from its config and profile, checked before anything is written."""
+    profile: Profile
+    model: GPTConfig
+    batch_size: int
+    steps: int
+    warmup_steps: int
+    lr: float
+    min_lr: float
+    eval_every: int
+    eval_batches: int
+    ckpt_every: int
+    out_dir: Path
+    data_dir: Path
+
+
+def plan_run(cfg: TrainConfig) -> Plan:
+    prof = get_profile(cfg.profile)
+    if cfg.trunk not in TRUNKS:
+        raise ValueError(f"unknown trunk {cfg.trunk!r}: choose one of {', '.join(TRUNKS)}")
+    batch = prof.batch_size if cfg.batch_size is None else cfg.batch_size
+    if batch < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch}")
+    tokens = prof.train_tokens if cfg.train_tokens is None else cfg.train_tokens
+    per_step = batch * prof.seq_len
+    if tokens < per_step:
+        raise ValueError(f"train_tokens={tokens} is less than one batch ({batch} x {prof.seq_len} = {per_step} "
+                         f"tokens): raise the token budget or lower the batch size")
+    model = GPTConfig(vocab_size=prof.vocab_size, seq_len=prof.seq_len,
+                      n_layer=prof.n_layer if cfg.n_layer is None else cfg.n_layer, n_head=prof.n_head,
+                      d_model=prof.d_model, trunk=cfg.trunk, h=DEFAULT_H[cfg.trunk] if cfg.h is None else cfg.h,
+                      stream=cfg.stream)
+    base_lr = prof.lr if cfg.lr is None else cfg.lr
+    lr = scaled_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling)
+    steps = tokens // per_step
+    out = Path(cfg.out_dir) if cfg.out_dir is not None else Path("results") / prof.name / cfg.trunk
+    return Plan(prof, model, batch, steps, min(steps, max(1, prof.warmup_tokens // per_step)), lr,
+                prof.min_lr * lr / prof.lr, cfg.eval_every or prof.eval_every,
+                cfg.eval_batches or prof.eval_batches, cfg.ckpt_every or prof.ckpt_every, out,
+                Path(cfg.data_dir))
+
+
+# --- distributed ------------------------------------------------------------------------------------
+
+def _dist_setup(device: torch.device) -> tuple[int, int]:
+    """(rank, world) -- initialises the process group when launched by torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), world
+
+
+def _local_device(device: torch.device) -> torch.device:
+    if device.type == "cuda" and "LOCAL_RANK" in os.environ:
+        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(dev)
+        return dev
+    return device
+
+
+# --- data -------------------------------------------------------------------------------------------
+
+def ensure_data(prof: Profile, data_dir: Path, progress: bool = True):
+    """Load the profile's corpus, preparing it first when it is not there yet."""
+    from . import data as rdata
+
+    folder = data_dir / prof.data_name
+    if not (folder / "meta.json").exists():
+        print(f"data for profile {prof.name!r} not found in {folder}: preparing it now "
+              f"(source {prof.data_source!r}, vocabulary {prof.vocab_size})")
+        rdata.prepare_profile(prof, data_dir, progress=progress)
+    return rdata.load(folder, model_vocab_size=prof.vocab_size)
+
+
+# --- checkpoints --------------------------------------------------------------------------------------
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write to a temporary name, then rename: a crash never leaves a half-written checkpoint."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, model_cfg: GPTConfig) -> dict:
+    if not path.exists():
+        raise ValueError(f"cannot resume: no checkpoint at {path}; run without --resume to start fresh")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # corrupt or not a checkpoint
+        raise ValueError(f"cannot resume: {path} is not a readable checkpoint ({e})") from e
+    if not isinstance(ckpt, dict) or ckpt.get("model_config") != model_cfg.to_dict():
+        raise ValueError(f"cannot resume: {path} belongs to a different model/run "
+                         f"(its config {ckpt.get('model_config') if isinstance(ckpt, dict) else '?'}); "
+                         f"use another --out folder or drop --resume")
+    return ckpt
+
+
+def load_model(run_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
+    """The trained model of a run folder (from its checkpoint)."""
+    path = Path(run_dir) / "ckpt.pt"
+    if not path.exists():
+        raise ValueError(f"no checkpoint at {path}: train the run first")
+    ckpt = torch.load(path, map_location=device, weights_only=True)
+    cfg = ckpt["model_config"]
+    model = GPT(GPTConfig(**{**cfg, "keep": tuple(cfg.get("keep", ()))}))
+    model.load_state_dict(ckpt["model"])
+    return model.to(device)
+
+
+# --- evaluation ----------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def evaluate(model: GPT, data, plan: Plan, device: torch.device, dtype, rank: int = 0, world: int = 1) -> float:
+    """Mean validation loss over a fixed set of batches (the same every call)."""
+    model.eval()
+    gen = torch.Generator().manual_seed(1234)
+    losses = []
+    for _ in range(plan.eval_batches):
+        x, y = data.get_batch("val", plan.batch_size, plan.model.seq_len, gen)
+        x, y = _slice(x, rank, world).to(device), _slice(y, rank, world).to(device)
+        with autocast(device, dtype):
+            losses.append(model(x, y).float())
+    loss = torch.stack(losses).mean()
+    if world > 1:
+        dist.all_reduce(loss)
+        loss /= world
+    model.train()
+    return float(loss)
+
+
+def _slice(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    n = t.size(0) // world
+    return t[rank * n:(rank + 1) * n]
+
+
+# --- the run ----------------------------------------------------------------------------------------
+
+def _optimizer(model: GPT, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+
+
+def _read_log(path: Path, upto_step: int) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [r for r in csv.DictReader(f) if int(r["step"]) < upto_step]
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON to a temporary name, then rename: readers never see a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def train(cfg: TrainConfig) -> dict:
+    """Run (or resume) one training run; returns the summary also written to summary.json."""
+    plan = plan_run(cfg)
+    device = _local_device(pick_device(cfg.device))
+    dtype = amp_dtype(device, cfg.precision)
+    rank, world = _dist_setup(device)
+    if plan.batch_size % world:
+        raise ValueError(f"batch_size {plan.batch_size} must be divisible by the {world} processes")
+    ckpt_path = plan.out_dir / "ckpt.pt"
+    ckpt = load_checkpoint(ckpt_path, plan.model) if cfg.resume else None
+    data = ensure_data(plan.profile, plan.data_dir, cfg.progress and rank == 0)
+
+    torch.manual_seed(cfg.seed)
+    model = GPT(plan.model).to(device)
+    opt = _optimizer(model, plan.lr, plan.profile.weight_decay)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    start = 0
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        scaler.load_state_dict(ckpt["scaler"])
+        gen.set_state(ckpt["sampler_rng"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        start = int(ckpt["step"])
+    ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+
+    writer = rank == 0
+    log_rows = _read_log(plan.out_dir / "log.csv", start) if ckpt is not None else []
+    if writer:
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        write_json(plan.out_dir / "config.json", {"train": cfg.to_dict(), "model": plan.model.to_dict(),
+                                                    "profile": asdict(plan.profile), "batch_size": plan.batch_size,
+                                                    "steps": plan.steps, "lr": plan.lr, "world_size": world})
+        _rewrite_log(plan.out_dir / "log.csv", log_rows)
+
+    def checkpoint(step: int) -> None:
+        if writer:
+            save_checkpoint(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                        "scaler": scaler.state_dict(), "sampler_rng": gen.get_state(),
+                                        "torch_rng": torch.get_rng_state(), "step": step,
+                                        "model_config": plan.model.to_dict()})
+
+    tokens_per_step = plan.batch_size * plan.model.seq_len
+    peak_bytes = None
+    t_start = time.perf_counter()
+    timed_tokens, timed_s = 0, 0.0
+    warm = min(plan.steps - 1, max(2, plan.steps // 20))  # steps excluded from tokens/s
+    bar = tqdm(range(start, plan.steps), desc=f"{plan.profile.name}/{cfg.trunk}", disable=not (cfg.progress and writer),
+               initial=start, total=plan.steps)
+    stopped = False
+    for step in bar:
+        lr = lr_at(step, plan.steps, plan.warmup_steps, plan.lr, plan.min_lr)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = data.get_batch("train", plan.batch_size, plan.model.seq_len, gen)
+        x, y = _slice(x, rank, world).to(device), _slice(y, rank, world).to(device)
+        t0 = time.perf_counter()
+
+        def one_step() -> tuple[torch.Tensor, torch.Tensor]:
+            with autocast(device, dtype):
+                loss = ddp(x, y)
+            scaler.scale(loss).backward()  # outside autocast
+            scaler.unscale_(opt)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), plan.profile.grad_clip)
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+            return loss.detach(), norm
+
+        if step == start + 1 and peak_bytes is None:  # optimizer state exists now: measure a real step
+            box: list = []
+            model.zero_grad(set_to_none=True)
+            rep = peak_memory(lambda: box.append(one_step()), state_tensors(model, opt), device)
+            peak_bytes = rep.peak_bytes
+            loss, norm = box[0]
+        else:
+            loss, norm = one_step()
+        loss_v = float(loss)
+        if not math.isfinite(loss_v):
+            bar.close()
+            raise TrainingDiverged(f"loss became {loss_v} at step {step}: stopped. The last good checkpoint "
+                                   f"({ckpt_path}) is kept; lower the learning rate (now {lr:.3g}) or check the data")
+        dt = time.perf_counter() - t0
+        if step >= start + warm:
+            timed_tokens, timed_s = timed_tokens + tokens_per_step, timed_s + dt
+        row = {"step": step, "tokens": (step + 1) * tokens_per_step, "loss": loss_v, "lr": lr,
+               "grad_norm": float(norm), "tokens_per_s": tokens_per_step / dt, "val_loss": ""}
+        last = step == plan.steps - 1
+        if (step + 1) % plan.eval_every == 0 or last:
+            row["val_loss"] = evaluate(model, data, plan, device, dtype, rank, world)
+        log_rows.append(row)
+        if writer:
+            _append_log(plan.out_dir / "log.csv", row)
+        bar.set_postfix(loss=f"{loss_v:.3f}", val=row["val_loss"] if row["val_loss"] != "" else "-")
+        if cfg.callback is not None:
+            cfg.callback(step, row, model)
+        if (step + 1) % plan.ckpt_every == 0 or last:
+            checkpoint(step + 1)
+        if cfg.stop_after is not None and step + 1 - start >= cfg.stop_after and not last:
+            stopped = True
+            break
+    bar.close()
+    summary = _summarise(cfg, plan, model, data, device, dtype, log_rows, peak_bytes, timed_tokens, timed_s,
+                         time.perf_counter() - t_start, world, stopped)
+    if writer and not stopped:
+        write_json(plan.out_dir / "summary.json", summary)
+    return summary
+
+
+def _rewrite_log(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, LOG_FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _append_log(path: Path, row: dict) -> None:
+    with open(path, "a", newline="") as f:
+        csv.DictWriter(f, LOG_FIELDS).writerow(row)
+
+
+def _summarise(cfg: TrainConfig, plan: Plan, model: GPT, data, device, dtype, rows: list[dict], peak_bytes,
+               timed_tokens: int, timed_s: float, wall_s: float, world: int, stopped: bool) -> dict:
+    losses = [float(r["loss"]) for r in rows]
+    vals = [float(r["val_loss"]) for r in rows if r["val_loss"] not in ("", None)]
+    recon = None
+    if model.trunk.integrator.reversible:
+        x, _ = data.get_batch("val", min(8, plan.batch_size), plan.model.seq_len, torch.Generator().manual_seed(7))
+        with autocast(device, dtype):
+            recon = reconstruction_error(model, x.to(device))
+        if recon > cfg.recon_threshold:
+            warnings.warn(f"trained trunk reconstructs its input with relative error {recon:.3g} > "
+                          f"{cfg.recon_threshold}: reversible gradients are unreliable; use stream='fp64' or "
+                          f"'fixed', a smaller h, or kept states")
+    tail = losses[-max(1, len(losses) // 10):]
+    return {
+        "run": plan.out_dir.name, "profile": plan.profile.name, "trunk": cfg.trunk, "h": plan.model.h,
+        "stream": plan.model.stream, "n_layer": plan.model.n_layer, "batch_size": plan.batch_size,
+        "steps": len(rows), "planned_steps": plan.steps, "tokens": len(rows) * plan.batch_size * plan.model.seq_len,
+        "lr": plan.lr, "lr_scaling": cfg.lr_scaling, "n_params": model.n_params(),
+        "final_train_loss": sum(tail) / len(tail) if tail else None,
+        "final_val_loss": vals[-1] if vals else None, "unigram_val_loss": data.unigram_loss(),
+        "tokens_per_s": timed_tokens / timed_s if timed_s > 0 else None,
+        "peak_memory_bytes": peak_bytes, "reconstruction_error": recon, "wall_s": wall_s,
+        "device": describe(device, dtype), "torch": torch.__version__, "world_size": world,
+        "stopped_early": stopped, "config": cfg.to_dict(), "model_config": plan.model.to_dict(),
+    }
+
+
+# --- command line ------------------------------------------------------------------------------------
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="auto")
+    p.add_argument("--trunk", default="residual", choices=list(TRUNKS))
+    p.add_argument("--out", type=Path, help="run folder (default results/<profile>/<trunk>)")
+    p.add_argument("--data-dir", type=Path, default=Path("data"))
+    p.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
+    p.add_argument("--h", type=float)
+    p.add_argument("--stream", default="fp32")
+    p.add_argument("--n-layer", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--tokens", type=int, dest="train_tokens")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--lr-scaling", default="none", choices=LR_SCALINGS)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--precision", default="auto")
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--ckpt-every", type=int)
+    p.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--no-progress", action="store_true")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    cfg = TrainConfig(profile=resolve_profile_name(args.profile), trunk=args.trunk, out_dir=args.out,
+                      data_dir=args.data_dir, h=args.h, stream=args.stream, n_layer=args.n_layer,
+                      batch_size=args.batch_size, train_tokens=args.train_tokens, lr=args.lr,
+                      lr_scaling=args.lr_scaling, seed=args.seed, device=args.device, precision=args.precision,
+                      eval_every=args.eval_every, ckpt_every=args.ckpt_every, resume=args.resume,
+                      stop_after=args.stop_after, progress=not args.no_progress)
+    try:
+        s = train(cfg)
+    except (ValueError, TrainingDiverged) as e:
+        raise SystemExit(f"error: {e}")
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps({k: s[k] for k in ("run", "steps", "final_train_loss", "final_val_loss", "tokens_per_s",
+                                            "peak_memory_bytes", "reconstruction_error", "wall_s")}, indent=2))
+    return 0

@@ -1,0 +1,141 @@
+"""The in-process test runner and the live checks of notebook 02."""
+import os
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from rev.book import checks
+
+SAMPLE = textwrap.dedent('''
+    """Module docstring of the sample file."""
+    import pytest
+    import torch
+
+    torch.set_num_threads(1)  # as a conftest might: the run must not leave it so
+
+
+    def test_adds_up():
+        """Two and two make four.
+
+        More detail that the table leaves out."""
+        assert 2 + 2 == 4
+
+
+    def test_breaks():
+        """A check that fails on purpose."""
+        assert 1 == 2, "one is not two"
+
+
+    @pytest.mark.skip(reason="not today")
+    def test_skipped_one():
+        """Skipped by a marker."""
+
+
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_without_a_docstring(n):
+        assert n > 0
+
+
+    @pytest.fixture
+    def broken():
+        raise RuntimeError("fixture setup fails")
+
+
+    def test_setup_error(broken):
+        pass
+''')
+
+
+@pytest.fixture
+def sample_dir(tmp_path):
+    (tmp_path / "test_sample.py").write_text(SAMPLE)
+    return tmp_path
+
+
+def test_run_tests_records_outcomes_and_descriptions(sample_dir):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    path, cwd, rng = list(sys.path), os.getcwd(), torch.random.get_rng_state()
+    try:
+        df = checks.run_tests("test_sample.py", base=sample_dir).set_index("test")
+        threads_after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
+    assert df.loc["test_adds_up", "outcome"] == "passed"
+    assert df.loc["test_adds_up", "checks"] == "Two and two make four."
+    assert df.loc["test_breaks", "outcome"] == "failed"
+    assert "one is not two" in df.loc["test_breaks", "message"]
+    assert df.loc["test_skipped_one", "outcome"] == "skipped"
+    assert df.loc["test_skipped_one", "message"] == "not today"
+    assert df.loc["test_setup_error", "outcome"] == "error"
+    params = df.loc["test_without_a_docstring"]
+    assert list(params["params"]) == ["1", "2"] and set(params["outcome"]) == {"passed"}
+    assert set(params["checks"]) == {"Without a docstring"}
+    assert set(df["module"]) == {"Module docstring of the sample file."}
+    assert (df["duration_s"] >= 0).all()
+    assert df.attrs["exit_code"] == 1
+    counts = checks.outcome_counts(df)
+    assert (counts["passed"], counts["failed"], counts["skipped"], counts["error"]) == (3, 1, 1, 1)
+    assert not checks.all_passed(df)
+    # the run left nothing behind that later code could trip on
+    assert sys.path == path and os.getcwd() == cwd and torch.equal(torch.random.get_rng_state(), rng)
+    assert threads_after == 2
+    assert not (sample_dir / ".pytest_cache").exists()
+
+
+def test_run_tests_keyword_and_rerun(sample_dir):
+    """A second run in the same process works, and -k selects."""
+    df = checks.run_tests("test_sample.py", keyword="adds or docstring", base=sample_dir)
+    assert sorted(df["test"]) == ["test_adds_up", "test_without_a_docstring", "test_without_a_docstring"]
+    assert checks.all_passed(df)
+
+
+def test_run_tests_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        checks.run_tests("test_missing.py", base=tmp_path)
+
+
+def test_tests_dir_and_profile_selection():
+    assert (checks.tests_dir() / "core/test_reversible.py").is_file()
+    for profile in ("smoke", "cpu", "t4", "full"):
+        for file, _ in checks.selection_for_profile(profile):
+            assert (checks.tests_dir() / file).is_file()
+
+
+def test_readable_name():
+    assert checks.readable_name("test_memory_is_flat[a-1]") == "Memory is flat"
+
+
+def test_gradient_differences_fp64_are_tiny():
+    df = checks.gradient_differences(bases=("reveuler",), streams=("fp64", "fp32"),
+                                     geometry=dict(n_layer=2, d_model=16, seq_len=8), batch=2)
+    worst = df.groupby("stream")["rel_diff"].max()
+    assert worst["fp64"] < 1e-9
+    assert worst["fp32"] > worst["fp64"]  # fp32 stream rounding shows up in the rebuilt activations
+
+
+def test_autocast_cosine_and_broken_variant():
+    """Under bf16 autocast the correct backward matches; one that forgets autocast is measurably off."""
+    df = checks.autocast_cosines(bases=("reveuler",), streams=("fp32", "fixed"),
+                                 geometry=dict(n_layer=2, d_model=32, seq_len=8), batch=2)
+    worst = df.groupby(["stream", "variant"])[["cosine", "rel_diff"]].agg({"cosine": "min", "rel_diff": "max"})
+    assert worst.loc[("fp32", "correct"), "cosine"] > 0.999
+    assert worst.loc[("fixed", "correct"), "rel_diff"] < 1e-6  # bit-exact rebuild: recomputation repeats forward
+    assert worst.loc[("fixed", "forgets autocast"), "rel_diff"] > 1e-4
+
+
+def test_depth_memory_flat_for_reversible_trunk():
+    df = checks.depth_memory(depths=(2, 6), trunks=("residual", "reveuler_rev"),
+                             geometry=dict(seq_len=32, d_model=32), batch=2)
+    assert list(df.index) == [2, 6]
+    ratio = checks.growth_ratios(df)
+    assert ratio["reveuler_rev"] < 1.05
+    assert ratio["residual"] > 1.5
+
+
+def test_layer_ticks():
+    names = ["wte.weight", "wpe.weight", "trunk.blocks.0.ln1.weight", "trunk.blocks.0.mlp.fc.weight",
+             "trunk.blocks.1.ln1.weight", "ln_f.weight", "ln_f.bias"]
+    assert checks.layer_ticks(names) == ([0.5, 2.5, 4.0, 5.5], ["emb", "L0", "L1", "ln_f"])

@@ -1,0 +1,323 @@
+"""Checks of the irreversibility chapter: exact identities to rounding, O(eta) convergence, the task generator."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rev.chapters import thermo as th
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # the problems are tiny: threads only add overhead
+    with th.torch_threads(1):
+        yield
+
+
+# --- time-reversal defect ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("eta", [0.5, 0.1, 0.013])
+def test_quadratic_round_trip_is_exactly_minus_eta2_a2_theta(eta):
+    pb = th.quadratic_problem(dim=6, seed=3)
+    theta = pb.theta0
+    got = th.round_trip(pb.update, theta, eta)
+    want = th.quadratic_round_trip_prediction(pb.hessian, theta, eta)
+    assert torch.allclose(got, want, rtol=0, atol=1e-14 * float(theta.abs().max()))
+    # and the defect is exactly -2 eta grad(phi) with phi = (eta/4)|U|^2
+    defect = got - theta
+    assert torch.allclose(defect, -2 * eta * th.grad_phi(pb, theta, eta), rtol=1e-12, atol=1e-15)
+
+
+def test_quadratic_ta_and_st_ratios_are_one_to_rounding():
+    pb = th.quadratic_problem()
+    r = th.measure_potentials(pb, 0.1, 1.0, n_points=3, k_tr=2, n_sub=4)
+    for pot in ("TA", "ST"):
+        assert abs(r[pot].ratio - 1) < 1e-12
+        assert r[pot].error < 1e-12
+    assert 0.01 < r["DE"].error < 0.1                       # DE and TR do carry an O(eta) correction
+
+
+# --- ratios approach 1 with slope one in eta -----------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [th.logistic_problem, th.mlp_problem])
+def test_measured_over_predicted_approaches_one_as_eta_halves(make):
+    pb = make()
+    eta0 = 0.2 / th.top_curvature(pb)
+    etas = [eta0, eta0 / 2, eta0 / 4]
+    errs = {p: [] for p in th.POTENTIALS}
+    for eta in etas:
+        r = th.measure_potentials(pb, eta, 4 * eta0, n_points=2, k_tr=3, n_sub=4)
+        for p in th.POTENTIALS:
+            errs[p].append(r[p].error)
+            assert abs(r[p].ratio - 1) <= r[p].error + 1e-15     # the projection is never further off
+    for p, e in errs.items():
+        assert e[-1] < 0.02, (p, e)
+        halvings = [e[i + 1] / e[i] for i in range(len(e) - 1)]
+        assert all(0.3 < h < 0.7 for h in halvings), (p, e)
+        assert 0.75 < th.loglog_slope(etas, e) < 1.3, (p, e)
+
+
+def test_gd_follows_the_modified_flow_to_third_order():
+    pb = th.logistic_problem()
+    etas = [0.4, 0.2, 0.1]
+    gd = [th.gd_trajectory(pb, e, 1)[-1] for e in etas]
+    bare = [float((th.flow_rk4(pb.update, pb.theta0, e, 8) - g).norm()) for e, g in zip(etas, gd)]
+    modified = [float((th.flow_rk4(th.modified_update(pb, e), pb.theta0, e, 8) - g).norm())
+                for e, g in zip(etas, gd)]
+    assert th.loglog_slope(etas, bare) == pytest.approx(2, abs=0.1)
+    assert th.loglog_slope(etas, modified) == pytest.approx(3, abs=0.15)
+
+
+def test_loglog_slope_and_rounding_level():
+    etas = [0.1, 0.05, 0.025]
+    assert th.loglog_slope(etas, [3e-2, 1.5e-2, 7.5e-3]) == pytest.approx(1.0)
+    assert th.loglog_slope(etas, [1e-15, 2e-16, 3e-15]) is None
+    assert th.loglog_slope(etas + [0.2], [3e-2, 1.5e-2, 7.5e-3, 1.0], tail=3) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        th.loglog_slope([0.1], [0.1])
+
+
+# --- renormalisation ----------------------------------------------------------------------------------------
+
+def test_coupling_recursion_matches_closed_form_and_limits():
+    for k in range(-8, 25):
+        assert th.coupling_recursion(k) == pytest.approx(th.coupling(k), abs=1e-15)
+    assert th.coupling(0) == 0.0
+    assert th.coupling(1) == 0.125
+    assert abs(th.coupling_recursion(60) - 0.25) < 1e-15          # continuum limit
+    assert th.coupling_recursion(-40) < -1e10                      # coarse-graining runs away
+    # one refinement halves the distance to the fixed point 1/4
+    assert (0.25 - th.coupling(7)) / (0.25 - th.coupling(6)) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        th.coupling_recursion(1.5)
+
+
+def test_step_halving_measures_the_coupling():
+    pb = th.quadratic_problem(dim=5, seed=1)
+    ks = [-2, -1, 1, 2, 5]
+    got = th.measure_coupling(pb, 1e-3, ks)
+    for k, g in zip(ks, got):
+        assert g == pytest.approx(th.coupling(k), abs=2e-3 * max(1, 2 ** -k))
+
+
+def test_renormalised_potential_is_l_plus_g_eta_u2():
+    pb = th.mlp_problem()
+    theta = pb.theta0.clone().requires_grad_(True)
+    u2 = float(pb.update(pb.theta0).pow(2).sum())
+    loss0 = float(pb.loss(pb.theta0))
+    misses = {}
+    for k in (1, 2, 3):
+        misses[k] = []
+        for eta in (1e-2, 5e-3):
+            f_k = float(th.renormalised_potential(pb.loss, eta, k)(theta).detach())
+            misses[k].append(abs((f_k - loss0) / (eta * u2) - th.coupling(k)))
+    assert max(misses[1]) < 1e-12                      # F_1 = L + (eta/8)|U|^2 exactly: g(1) = 1/8
+    for k in (2, 3):
+        m = misses[k]
+        assert m[0] < 0.02 and 0.4 < m[1] / m[0] < 0.6, m   # g(k) + O(eta)
+
+
+def test_renormalised_field_raises_the_order_of_the_mismatch():
+    pb = th.logistic_problem()
+    etas = [0.2, 0.1, 0.05]
+    bare = [th.renormalisation_mismatch(pb, e, 2, renormalised=False) for e in etas]
+    ren = [th.renormalisation_mismatch(pb, e, 2, renormalised=True) for e in etas]
+    assert th.loglog_slope(etas, bare) == pytest.approx(2, abs=0.15)
+    assert th.loglog_slope(etas, ren) == pytest.approx(3, abs=0.2)
+
+
+# --- stochastic thermodynamics ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("temperature", [1e-6, 0.3, 5.0])
+def test_entropy_production_identity_holds_to_machine_precision(temperature):
+    g = torch.Generator().manual_seed(0)
+    shape = (64, 7)          # a batch of random transitions with random (not gradient) fields
+    theta, u, u_next = (torch.randn(shape, generator=g, dtype=torch.float64) for _ in range(3))
+    eta = 0.37
+    theta_next = theta - eta * u + math.sqrt(2 * eta * temperature) * torch.randn(shape, generator=g,
+                                                                                   dtype=torch.float64)
+    sigma = th.entropy_production(theta, theta_next, u, u_next, eta, temperature)
+    ident = th.entropy_production_identity(theta, theta_next, u, u_next, eta)
+    scale = ident.abs().max()
+    assert torch.allclose(temperature * sigma, ident, rtol=0, atol=1e-12 * float(scale))
+
+
+def test_stochastic_ratio_tends_to_its_zero_temperature_value():
+    pb = th.logistic_problem()
+    df = th.stochastic_limit(pb, 0.2, 2.0, [1e-3, 1e-5, 1e-9, 0.0])
+    gap = (df["error"] - df["error"].iloc[-1]).abs().to_numpy()
+    assert gap[0] > gap[1] > gap[2]
+    assert gap[2] < 1e-3
+
+
+# --- symmetry ------------------------------------------------------------------------------------------------
+
+def test_gd_charge_shrinks_by_exactly_one_minus_eta2_lprime2_and_flow_conserves_it():
+    eta = 0.1
+    r = th.balance_drift(eta, 50)
+    factors = r["d_gd"][1:] / r["d_gd"][:-1]
+    assert np.allclose(factors, 1 - eta ** 2 * r["lprime"][:-1] ** 2, rtol=0, atol=1e-13)
+    assert np.allclose(r["d_flow"], r["d_flow"][0], rtol=1e-9)
+    assert r["d_gd"][-1] < r["d_gd"][0]                         # toward balance |a| = |b|
+
+
+def test_drift_rate_matches_modified_flow_prediction():
+    errs = [abs(th.drift_rate_ratio(eta, int(round(5 / eta))) - 1) for eta in (0.2, 0.1)]
+    assert errs[1] < errs[0] < 0.05
+
+
+def test_rotation_is_kept_and_rescaling_broken():
+    df = th.symmetry_defects(0.05).set_index("map")
+    assert (df["loss_change"] < 1e-12).all()
+    assert df.loc["rotation", "phi_change"] < 1e-12
+    assert df.loc["rotation", "equivariance"] < 1e-12
+    assert df.loc["rescaling (c=2)", "phi_change"] > 0.1
+    assert df.loc["rescaling (c=2)", "equivariance"] > 0.1
+
+
+# --- the transformer task -----------------------------------------------------------------------------------
+
+def test_reversal_batch_reverses_and_marks_targets():
+    g = torch.Generator().manual_seed(0)
+    b = th.reversal_batch(8, 5, 12, 0.0, g)
+    assert torch.equal(b.labels, b.source.flip(1))
+    assert not b.noise_mask.any()
+    assert b.inputs.shape == b.targets.shape == (8, 10)
+    assert (b.inputs[:, 5] == 11).all()                                 # separator
+    assert (b.targets[:, :5] == -100).all()
+    assert torch.equal(b.targets[:, 5:], b.labels)                      # the answer half is predicted
+    assert torch.equal(b.inputs[:, 6:], b.labels[:, :-1])               # teacher forcing
+    assert int(b.source.max()) <= 10
+
+
+def test_reversal_label_noise_rate():
+    g = torch.Generator().manual_seed(1)
+    b = th.reversal_batch(4000, 16, 64, 0.05, g)
+    clean = b.source.flip(1)
+    wrong = b.labels != clean
+    assert torch.equal(wrong, b.noise_mask)                            # a corrupted label is always wrong
+    n = wrong.numel()
+    rate = wrong.float().mean().item()
+    assert abs(rate - 0.05) < 4 * math.sqrt(0.05 * 0.95 / n)
+    assert int(b.labels.max()) <= 62                                   # never the separator
+
+
+def test_transformer_is_causal():
+    sizes = th.FLUCTUATION_SIZES["smoke"]
+    torch.manual_seed(0)
+    model = th.TinyCausalTransformer(sizes)
+    b = th.reversal_batch(2, sizes.seq_len, sizes.vocab_size, 0.0, torch.Generator().manual_seed(0))
+    x2 = b.inputs.clone()
+    x2[:, -1] = (x2[:, -1] + 1) % (sizes.vocab_size - 1)
+    with torch.no_grad():
+        a, c = model(b.inputs), model(x2)
+    assert torch.allclose(a[:, :-1], c[:, :-1], atol=1e-6)
+    assert not torch.allclose(a[:, -1], c[:, -1])
+
+
+def test_lr_shock_arms_share_the_past_and_change_the_lr():
+    sizes = th.FLUCTUATION_SIZES["smoke"].replace(change_step=6, total_steps=12, window=3)
+    for kind in th.MODELS:
+        runs = th.lr_shock_experiment(kind, sizes, seed=0)
+        assert set(runs) == {5.0, 0.2, 1.0}
+        ref = runs[1.0]
+        for f, df in runs.items():
+            assert len(df) == 12
+            assert np.array_equal(df["update_norm"][:6], ref["update_norm"][:6])
+            assert np.allclose(df["lr"][6:], th.base_learning_rate(kind, sizes) * f)
+        summary = th.fluctuation_summary(runs, sizes).set_index("factor")
+        assert summary.loc[1.0, "response_raw"] == pytest.approx(1.0)
+        assert th.fluctuation_verdict(summary.reset_index()) in ("ordinary", "anomalous")
+
+
+def test_noise_floor_and_scan():
+    sizes = th.FLUCTUATION_SIZES["smoke"].replace(change_step=6, total_steps=12, window=3, noise=0.05)
+    p, others = 0.05, sizes.vocab_size - 2
+    assert th.noise_floor(sizes) == pytest.approx(-(0.95 * math.log(0.95) + p * math.log(p / others)))
+    assert th.noise_floor(sizes.replace(noise=0.0)) == 0.0
+    scan = th.lr_scan("linear", sizes, multipliers=(0.5, 2.0))
+    assert list(scan.base_lr) == pytest.approx([sizes.linear_lr * 0.5, sizes.linear_lr * 2.0])
+    assert set(scan.verdict_over_eta2) <= {"ordinary", "anomalous"}
+
+
+def test_each_arm_continues_exactly_from_the_shared_state():
+    # the control arm, run after two other arms, must equal the control run on its own
+    sizes = th.FLUCTUATION_SIZES["smoke"].replace(change_step=6, total_steps=12, window=3)
+    for kind in th.MODELS:
+        after_others = th.lr_shock_experiment(kind, sizes, factors=(5.0, 0.2, 1.0))[1.0]
+        alone = th.lr_shock_experiment(kind, sizes, factors=(1.0,))[1.0]
+        assert np.array_equal(after_others["update_norm"], alone["update_norm"])
+        assert np.array_equal(after_others["loss"], alone["loss"])
+
+
+def test_windowed_variance():
+    v = th.windowed_variance([1, 2, 3, 4, 10], 3, detrend=False)
+    assert np.isnan(v[:2]).all()
+    assert v[2] == pytest.approx(1.0)
+    assert v[4] == pytest.approx(np.var([3, 4, 10], ddof=1))
+    # about the window's own line: a pure trend has no fluctuation
+    d = th.windowed_variance(np.arange(10.0) * 3 + 1, 4)
+    assert np.allclose(d[3:], 0.0, atol=1e-12)
+    y = np.array([0.0, 1.0, 0.0, 1.0])
+    resid = y - np.polyval(np.polyfit(np.arange(4), y, 1), np.arange(4))
+    assert th.windowed_variance(y, 4)[-1] == pytest.approx((resid ** 2).sum() / 3)
+    # a break restarts the windows: a jump in level is not variance
+    step = np.r_[np.ones(6), 5 * np.ones(6)]
+    v = th.windowed_variance(step, 3, breaks=(6,))
+    assert np.isnan(v[6:8]).all() and np.allclose(v[8:], 0.0) and np.allclose(v[2:6], 0.0)
+
+
+# --- bad input -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("eta", [0.0, -0.1, float("nan")])
+def test_nonpositive_eta_is_rejected(eta):
+    pb = th.quadratic_problem()
+    with pytest.raises(ValueError, match="eta"):
+        th.round_trip(pb.update, pb.theta0, eta)
+    with pytest.raises(ValueError, match="eta"):
+        th.measure_potentials(pb, eta, 1.0)
+    with pytest.raises(ValueError, match="eta"):
+        th.gd_trajectory(pb, eta, 3)
+    with pytest.raises(ValueError, match="eta"):
+        th.balance_drift(eta, 3)
+
+
+def test_shape_and_range_errors():
+    x = torch.zeros(3, dtype=torch.float64)
+    y = torch.zeros(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="shapes must match"):
+        th.entropy_production_identity(x, y, x, x, 0.1)
+    with pytest.raises(ValueError, match="shapes must match"):
+        th.entropy_production(x, x, x, y, 0.1, 1.0)
+    with pytest.raises(ValueError, match="temperature"):
+        th.entropy_production(x, x, x, x, 0.1, 0.0)
+    with pytest.raises(ValueError, match="square"):
+        th.quadratic_round_trip_prediction(torch.eye(4, dtype=torch.float64), x, 0.1)
+    with pytest.raises(ValueError, match="shapes must match"):
+        th.balance_drift(0.1, 3, a0=(1.0, 2.0), b0=(1.0,))
+    with pytest.raises(ValueError, match="noise"):
+        th.reversal_batch(2, 4, 8, 1.5)
+    pb = th.quadratic_problem()
+    with pytest.raises(ValueError, match="subset"):
+        th.measure_potentials(pb, 0.1, 1.0, potentials=("XX",))
+    with pytest.raises(ValueError, match="k_tr"):
+        th.measure_potentials(pb, 0.1, 1.0, k_tr=0)
+    with pytest.raises(ValueError, match="temperature"):
+        th.measure_potentials(pb, 0.1, 1.0, temperature=-1.0)
+    with pytest.raises(ValueError, match="1-D"):
+        th.gd_trajectory(pb, 0.1, 2, theta0=torch.zeros(2, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="device"):
+        th.FluctuationSizes(device="tpu")
+    with pytest.raises(ValueError, match="divisible"):
+        th.FluctuationSizes(d_model=30, n_head=4)
+    with pytest.raises(ValueError, match="window"):
+        th.FluctuationSizes(change_step=10, total_steps=20, window=50)
+    with pytest.raises(ValueError, match="unknown profile"):
+        th.chapter_sizes("auto")
+    with pytest.raises(ValueError, match="model kind"):
+        th.lr_shock_experiment("cnn", th.FLUCTUATION_SIZES["smoke"])
+    with pytest.raises(ValueError, match="factors"):
+        th.lr_shock_experiment("linear", th.FLUCTUATION_SIZES["smoke"], factors=(0.0, 1.0))
