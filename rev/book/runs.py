@@ -16,7 +16,8 @@ from ..engine.maxbatch import MaxBatch, Probe, _fits, find_max_batch, largest_fi
 from ..engine.device import amp_dtype, pick_device
 from ..engine.profiles import get_profile
 from .report import read_log
-from ..engine.train import TrainConfig, train, write_json
+from ..engine.files import write_json
+from ..engine.train import TrainConfig, train
 
 RUNS = {
     "run1_baseline": "residual at the profile's batch",

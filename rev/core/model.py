@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import NamedTuple
 from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
@@ -27,14 +28,21 @@ from .integrators import Integrator, get_integrator
 from .reversible import reversible_trunk
 from .streams import STREAMS, Stream, get_stream
 
-# trunk name -> (integrator, how backward gets its activations)
-TRUNKS: dict[str, tuple[str, str]] = {
-    "residual": ("euler", "stored"),
-    "residual_ckpt": ("euler", "checkpoint"),
-    "midpoint": ("leapfrog", "stored"),
-    "midpoint_rev": ("leapfrog", "reversible"),
-    "reveuler": ("reveuler", "stored"),
-    "reveuler_rev": ("reveuler", "reversible"),
+class TrunkSpec(NamedTuple):
+    """What a trunk name means: which integrator, how backward gets its activations, and its default step h."""
+
+    integrator: str
+    backward: str      # "stored" (autograd keeps activations) | "checkpoint" (per block) | "reversible" (rebuilt)
+    h: float           # leapfrog adds 2h f per layer, so its h=0.5 weighs each block as a residual block's h=1 does
+
+
+TRUNKS: dict[str, TrunkSpec] = {
+    "residual": TrunkSpec("euler", "stored", 1.0),
+    "residual_ckpt": TrunkSpec("euler", "checkpoint", 1.0),
+    "midpoint": TrunkSpec("leapfrog", "stored", 0.5),
+    "midpoint_rev": TrunkSpec("leapfrog", "reversible", 0.5),
+    "reveuler": TrunkSpec("reveuler", "stored", 1.0),
+    "reveuler_rev": TrunkSpec("reveuler", "reversible", 1.0),
 }
 
 
@@ -76,7 +84,7 @@ class GPTConfig:
 
     @property
     def reversible(self) -> bool:
-        return TRUNKS[self.trunk][1] == "reversible"
+        return TRUNKS[self.trunk].backward == "reversible"
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -144,7 +152,7 @@ class Trunk(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        integrator_name, self.mode = TRUNKS[cfg.trunk]
+        integrator_name, self.mode, _ = TRUNKS[cfg.trunk]
         self.integrator: Integrator = get_integrator(integrator_name)
         self.stream: Stream = get_stream(cfg.stream)
         self.h, self.keep = cfg.h, cfg.keep

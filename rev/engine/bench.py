@@ -15,11 +15,11 @@ import torch
 from tqdm.auto import tqdm
 
 from .device import amp_dtype, autocast, describe, pick_device
+from .files import write_json
+from .optim import adamw
 from .memory import training_step_memory
 from ..core.model import GPT, TRUNKS, GPTConfig
 
-DEFAULT_H = {"residual": 1.0, "residual_ckpt": 1.0, "midpoint": 0.5, "midpoint_rev": 0.5,
-             "reveuler": 1.0, "reveuler_rev": 1.0}
 DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
 
 
@@ -27,7 +27,7 @@ def make_training_step(cfg: GPTConfig, batch: int, device: torch.device, dtype, 
     """A fresh model and AdamW, and `step()` running one real training step on a fixed random batch."""
     torch.manual_seed(seed)
     model = GPT(cfg).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = adamw(model, lr=1e-4)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len + 1), generator=gen).to(device)
 
@@ -53,7 +53,7 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
     dtype = amp_dtype(dev, precision)
     runs = {}
     for trunk in tqdm(trunks, desc="memory", disable=not progress):
-        cfg = GPTConfig(**geometry, trunk=trunk, h=DEFAULT_H[trunk])
+        cfg = GPTConfig(**geometry, trunk=trunk, h=TRUNKS[trunk].h)
         model, opt, step = make_training_step(cfg, batch, dev, dtype)
         step()  # optimizer state exists from here on, as in training
         mem = training_step_memory(model, opt, step, dev)
@@ -90,7 +90,7 @@ def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH
     out: dict[str, dict[int, int]] = {t: {} for t in trunks}
     for trunk in trunks:
         for depth in tqdm(depths, desc=f"depth sweep {trunk}", disable=not progress):
-            cfg = GPTConfig(**{**geometry, "n_layer": depth}, trunk=trunk, h=DEFAULT_H[trunk])
+            cfg = GPTConfig(**{**geometry, "n_layer": depth}, trunk=trunk, h=TRUNKS[trunk].h)
             model, opt, step = make_training_step(cfg, batch, dev, dtype)
             step()
             out[trunk][depth] = training_step_memory(model, opt, step, dev).activation_bytes
@@ -148,7 +148,6 @@ def run_cli(args: argparse.Namespace) -> int:
                          precision=args.precision) if args.depths else None
     print(format_report(res, depth))
     if args.json:
-        from .train import write_json  # train imports this module, so not at the top
 
         res["depths"] = {t: {str(k): v for k, v in row.items()} for t, row in (depth or {}).items()}
         write_json(args.json, res)

@@ -20,12 +20,12 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .bench import DEFAULT_H, make_training_step
+from .bench import make_training_step
 from .device import amp_dtype, pick_device
 from .memory import training_step_memory
 from ..core.model import GPT, TRUNKS, GPTConfig
 from .profiles import get_profile
-from .train import write_json
+from .files import write_json
 
 
 @dataclass
@@ -135,7 +135,7 @@ def profile_model_config(profile: str, trunk: str, n_layer: int | None = None, h
     prof = get_profile(profile)
     return GPTConfig(vocab_size=prof.vocab_size, seq_len=prof.seq_len, n_layer=n_layer or prof.n_layer,
                      n_head=prof.n_head, d_model=prof.d_model, trunk=trunk,
-                     h=DEFAULT_H[trunk] if h is None else h, stream=stream)
+                     h=TRUNKS[trunk].h if h is None else h, stream=stream)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -23,13 +23,14 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from .bench import DEFAULT_H
+from .files import atomic_path, write_json
+from .optim import adamw, lr_at
 from .device import amp_dtype, autocast, describe, pick_device
 from .memory import peak_memory, state_tensors
 from ..core.model import GPT, TRUNKS, GPTConfig
@@ -75,14 +76,6 @@ class TrainConfig:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
 
 
-def lr_at(step: int, total_steps: int, warmup_steps: int, lr: float, min_lr: float) -> float:
-    """Linear warm-up to `lr`, then cosine decay to `min_lr` at `total_steps`."""
-    if step < warmup_steps:
-        return lr * (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
-
-
 def scaled_lr(base_lr: float, batch: int, base_batch: int, rule: str) -> float:
     """The max-batch run's LR rule: `sqrt` scales by sqrt(batch/base_batch) (Adam's usual choice),
     `linear` by batch/base_batch, `none` keeps the profile's LR."""
@@ -123,7 +116,7 @@ def plan_run(cfg: TrainConfig) -> Plan:
                          f"tokens): raise the token budget or lower the batch size")
     model = GPTConfig(vocab_size=prof.vocab_size, seq_len=prof.seq_len,
                       n_layer=prof.n_layer if cfg.n_layer is None else cfg.n_layer, n_head=prof.n_head,
-                      d_model=prof.d_model, trunk=cfg.trunk, h=DEFAULT_H[cfg.trunk] if cfg.h is None else cfg.h,
+                      d_model=prof.d_model, trunk=cfg.trunk, h=TRUNKS[cfg.trunk].h if cfg.h is None else cfg.h,
                       stream=cfg.stream)
     base_lr = prof.lr if cfg.lr is None else cfg.lr
     lr = scaled_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling)
@@ -173,9 +166,8 @@ def ensure_data(prof: Profile, data_dir: Path, progress: bool = True):
 
 def save_checkpoint(path: Path, state: dict) -> None:
     """Write to a temporary name, then rename: a crash never leaves a half-written checkpoint."""
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
 
 
 def load_checkpoint(path: Path, model_cfg: GPTConfig) -> dict:
@@ -232,26 +224,11 @@ def _slice(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:
 
 # --- the run ----------------------------------------------------------------------------------------
 
-def _optimizer(model: GPT, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
-
-
 def _read_log(path: Path, upto_step: int) -> list[dict]:
     if not path.exists():
         return []
     with open(path) as f:
         return [r for r in csv.DictReader(f) if int(r["step"]) < upto_step]
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """Write JSON to a temporary name, then rename: readers never see a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str))
-    os.replace(tmp, path)
 
 
 def train(cfg: TrainConfig) -> dict:
@@ -268,7 +245,7 @@ def train(cfg: TrainConfig) -> dict:
 
     torch.manual_seed(cfg.seed)
     model = GPT(plan.model).to(device)
-    opt = _optimizer(model, plan.lr, plan.profile.weight_decay)
+    opt = adamw(model, plan.lr, plan.profile.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     gen = torch.Generator().manual_seed(cfg.seed)
     start = 0
@@ -365,12 +342,10 @@ def train(cfg: TrainConfig) -> dict:
 
 
 def _rewrite_log(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, LOG_FIELDS)
         w.writeheader()
         w.writerows(rows)
-    os.replace(tmp, path)
 
 
 def _append_log(path: Path, row: dict) -> None:

@@ -13,7 +13,8 @@ from rev.engine.data import prepare_profile
 from rev.engine.maxbatch import find_max_batch, profile_model_config
 from rev.core.model import GPT, TRUNKS
 from rev.engine.profiles import get_profile
-from rev.engine.train import TrainConfig, TrainingDiverged, load_model, lr_at, plan_run, train
+from rev.engine.optim import lr_at
+from rev.engine.train import TrainConfig, TrainingDiverged, load_model, plan_run, train
 
 SMOKE = get_profile("smoke")
 ONE_BATCH = SMOKE.batch_size * SMOKE.seq_len
