@@ -198,6 +198,11 @@ def state_error(a: State, b: State, stream: Stream) -> float:
     return float(torch.sqrt(num / den.clamp_min(1e-300)))
 
 
+# Above this relative reconstruction error a reversible trunk's gradients are no longer trusted: the training loop
+# warns, the screening rejects the candidate and the report draws the line.
+RECON_LIMIT = 1e-2
+
+
 @torch.no_grad()
 def reconstruction_error(model: nn.Module, idx: Tensor) -> float:
     """Run the model's trunk forward on `idx`, invert it, and return the relative error on its input state(s).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -78,6 +79,37 @@ PROFILES: dict[str, Profile] = {
         eval_every=250, eval_batches=40, ckpt_every=1000,
     ),
 }
+
+
+class MainRun(NamedTuple):
+    role: str          # the report's name for it
+    label: str         # short label for plot legends
+    what: str          # one line: what the run trains
+
+
+# The workbook's main runs, in the order notebooks 04-06 make them; folder names under results/<profile>/.
+MAIN_RUNS: dict[str, MainRun] = {
+    "run1_baseline": MainRun("baseline", "baseline", "residual at the profile's batch"),
+    "run1b_baseline_maxbatch": MainRun("baseline, max batch", "baseline max batch",
+                                       "residual at its own max batch under the memory budget"),
+    "run2_reversible_same_batch": MainRun("reversible, same batch", "reversible",
+                                          "the screened reversible trunk at the profile's batch"),
+    "run3_reversible_max_batch": MainRun("reversible, max batch", "reversible max batch",
+                                         "the screened reversible trunk at its max batch under the same budget"),
+    "run4_reversible_deep": MainRun("reversible, deep", "reversible deep",
+                                    "the deepest reversible model that fits the baseline's memory at its batch"),
+}
+
+# Sizes of the companion chapters' experiments, per profile, next to the profiles they belong to: chapter ->
+# profile -> keyword arguments of that chapter's size dataclass (each chapter module builds its own from these).
+CHAPTER_SIZES: dict[str, dict[str, dict]] = {}
+
+
+def chapter_sizes(chapter: str, profile: str) -> dict:
+    """The keyword arguments of `chapter`'s experiment size on `profile` ('auto' resolved)."""
+    if chapter not in CHAPTER_SIZES:
+        raise ValueError(f"unknown chapter {chapter!r}: choose one of {', '.join(CHAPTER_SIZES)}")
+    return dict(CHAPTER_SIZES[chapter][resolve_profile_name(profile)])
 
 
 def resolve_profile_name(name: str = "auto") -> str:

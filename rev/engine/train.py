@@ -35,7 +35,7 @@ from .device import amp_dtype, autocast, describe, pick_device
 from .memory import peak_memory, state_tensors
 from ..core.model import GPT, TRUNKS, GPTConfig
 from .profiles import Profile, get_profile, resolve_profile_name
-from ..core.reversible import reconstruction_error
+from ..core.reversible import RECON_LIMIT, reconstruction_error
 
 LOG_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss"]
 LR_SCALINGS = ("none", "sqrt", "linear")
@@ -65,7 +65,7 @@ class TrainConfig:
     eval_batches: int | None = None
     ckpt_every: int | None = None
     resume: bool = False
-    recon_threshold: float = 1e-2            # warn above this relative reconstruction error
+    recon_threshold: float = RECON_LIMIT     # warn above this relative reconstruction error
     stop_after: int | None = None            # stop (as if killed) after this many steps; for tests and demos
     progress: bool = True
     callback: Callable[[int, dict, GPT], None] | None = field(default=None, repr=False)

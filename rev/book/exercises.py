@@ -1,0 +1,53 @@
+"""Exercise checks and Markdown output for every notebook (00 to the last chapter).
+
+The conventions, written once here and followed by every notebook (the student edition in
+`rev.book.student` relies on them):
+
+* An exercise opens with a markdown cell headed `### Exercise NN.k (derive | predict | break it): title`.
+* Code the learner writes sits in a *solution cell* (tag `solution`) between `### BEGIN SOLUTION` and
+  `### END SOLUTION`, always inside a function body, so that the student edition's stub
+  (`raise NotImplementedError("Exercise NN.k: ...")`) only raises when the check calls it, and a student
+  notebook run headless still runs to the end. Later cells never use a learner's answer: they use `rev`.
+* The check is its own cell (tag `check`): `check("NN.k", test)`, where `test()` calls the learner's code and
+  raises `AssertionError` with a message that says what is wrong and what to try.
+* A written answer is a markdown cell (tag `answer`) holding a collapsed `<details>` block.
+"""
+from __future__ import annotations
+
+import traceback
+from typing import Callable
+
+PASS, TODO = "passed", "not answered yet"
+
+
+class ExerciseFailed(AssertionError):
+    """A learner's answer ran but gave a wrong result; the message says which exercise and why."""
+
+
+def check(exercise: str, test: Callable[[], str | None]) -> str:
+    """Run `test` for exercise `exercise` and say how it went, in one line.
+
+    `test()` returns an optional line describing what was verified. A `NotImplementedError` (the student
+    edition's stub) prints that the exercise is not answered yet and returns `TODO`, without stopping the
+    notebook; an `AssertionError` is re-raised as `ExerciseFailed` naming the exercise, so a wrong answer is
+    never silently accepted; anything else (a crash in the learner's code) propagates with its traceback.
+    """
+    try:
+        detail = test()
+    except NotImplementedError as e:
+        print(f"Exercise {exercise}: {TODO}. Fill in the solution cell above and run this cell again ({e}).")
+        return TODO
+    except AssertionError as e:
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        raise ExerciseFailed(f"Exercise {exercise}: not yet right. {e or f'(assertion at line {where.lineno})'}") \
+            from None
+    print(f"Exercise {exercise}: {PASS}." + (f" {detail}" if detail else ""))
+    return PASS
+
+
+def markdown(text: str):
+    """Render `text` as Markdown in a notebook (plain text elsewhere): takeaways and computed summaries."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))
+    return None
