@@ -1,4 +1,4 @@
-"""Command line: `python -m rev {prepare,train,maxbatch,bench,report,workbook,bundle} ...`.
+"""Command line: `python -m rev {prepare,train,maxbatch,bench,report,workbook,bundle,student} ...`.
 
 Each sub-command lives in the module that owns its logic; that module exposes `add_arguments(parser)` and
 `run_cli(args) -> int`. Modules are imported only when their command runs, so `--help` stays fast.
@@ -17,6 +17,7 @@ COMMANDS = {
     "report": ("rev.book.report", "tables, plots and REPORT.md from results"),
     "workbook": ("rev.book.workbook", "run the notebook sequence headless"),
     "bundle": ("rev.book.bundle", "pack code, tokenizer and token files for Colab"),
+    "student": ("rev.book.student", "write the student edition of the notebooks (solutions stubbed)"),
 }
 
 
