@@ -17,14 +17,22 @@ from __future__ import annotations
 import traceback
 from typing import Callable
 
-PASS, TODO = "passed", "not answered yet"
+class Outcome(str):
+    """`check`'s result: compares equal to PASS or TODO, and shows nothing when it ends a notebook cell (the
+    line `check` printed already says it)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+PASS, TODO = Outcome("passed"), Outcome("not answered yet")
 
 
 class ExerciseFailed(AssertionError):
     """A learner's answer ran but gave a wrong result; the message says which exercise and why."""
 
 
-def check(exercise: str, test: Callable[[], str | None]) -> str:
+def check(exercise: str, test: Callable[[], str | None]) -> Outcome:
     """Run `test` for exercise `exercise` and say how it went, in one line.
 
     `test()` returns an optional line describing what was verified. A `NotImplementedError` (the student
