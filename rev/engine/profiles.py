@@ -102,7 +102,45 @@ MAIN_RUNS: dict[str, MainRun] = {
 
 # Sizes of the companion chapters' experiments, per profile, next to the profiles they belong to: chapter ->
 # profile -> keyword arguments of that chapter's size dataclass (each chapter module builds its own from these).
-CHAPTER_SIZES: dict[str, dict[str, dict]] = {}
+CHAPTER_SIZES: dict[str, dict[str, dict]] = {
+    # notebook 08: "sweep" -> thermo.SweepSizes (the potential measurements), "shock" -> thermo.FluctuationSizes
+    "thermo": {
+        "smoke": {"sweep": dict(n_etas=4, total_steps_at_max=4, n_points=3, k_tr=4, n_sub=8, drift_steps=100),
+                  "shock": dict(d_model=32, n_head=2, d_ff=64, vocab_size=16, seq_len=6, batch_size=16,
+                                change_step=60, total_steps=120, window=30, threads=1)},
+        "cpu": {"sweep": dict(),
+                "shock": dict(d_model=64, n_head=4, d_ff=256, vocab_size=32, seq_len=12, batch_size=32,
+                              change_step=400, total_steps=800, window=150, threads=1)},
+        "t4": {"sweep": dict(n_etas=7), "shock": dict(transformer_scan=(1 / 3, 3.0), device="auto")},
+        "full": {"sweep": dict(n_etas=7), "shock": dict(transformer_scan=(1 / 3, 3.0), device="auto")},
+    },
+    # notebook 10 -> trace.TraceSize: fine-tuning steps, prefixed stories, peak lr, and the share of the profile's
+    # tokens to pretrain on when no finished run is there. t4/full keep fewer steps: at ~25M parameters one exact
+    # step (weights + Adam moments) is ~230 MB in memory, and the notebook holds the trace, its lossy copies and
+    # (while reading it back) a second copy.
+    "trace": {
+        "smoke": dict(steps=48, n_stories=200, lr=5e-3, pretrain_fraction=1.0),
+        "cpu": dict(steps=60, n_stories=400, lr=3e-3, pretrain_fraction=0.25),
+        "t4": dict(steps=20, n_stories=1000, lr=2e-3, pretrain_fraction=0.25),
+        "full": dict(steps=20, n_stories=1000, lr=2e-3, pretrain_fraction=0.1),
+    },
+    # notebook 09 -> adaptive.ChapterSizes: deeper and narrower than the profile's model (the defect is a matter
+    # of depth), pretraining and fine-tuning budgets, hook cadence, and the expansion gains scanned for the stress
+    "adaptive": {
+        "smoke": dict(d_model=32, n_head=2, n_layer=6, seq_len=32, batch=4, pretrain_steps=20, pretrain_lr=3e-3,
+                      finetune_steps=6, finetune_lr=1e-3, every=2, fidelity_every=3, probe_rows=2, fidelity_rows=2,
+                      gains=(1.0, 8.0, 16.0)),
+        "cpu": dict(d_model=64, n_head=2, n_layer=12, seq_len=64, batch=8, pretrain_steps=160, pretrain_lr=3e-3,
+                    finetune_steps=32, finetune_lr=1e-3, every=4, fidelity_every=8, probe_rows=4, fidelity_rows=4,
+                    gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
+        "t4": dict(d_model=256, n_head=4, n_layer=16, seq_len=256, batch=16, pretrain_steps=2000, pretrain_lr=1e-3,
+                   finetune_steps=300, finetune_lr=3e-4, every=10, fidelity_every=25, probe_rows=4, fidelity_rows=4,
+                   gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
+        "full": dict(d_model=384, n_head=6, n_layer=16, seq_len=256, batch=16, pretrain_steps=4000, pretrain_lr=1e-3,
+                     finetune_steps=300, finetune_lr=3e-4, every=10, fidelity_every=25, probe_rows=4, fidelity_rows=4,
+                     gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
+    },
+}
 
 
 def chapter_sizes(chapter: str, profile: str) -> dict:

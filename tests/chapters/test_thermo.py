@@ -1,6 +1,7 @@
 """Checks of the irreversibility chapter: exact identities to rounding, O(eta) convergence, the task generator."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -321,3 +322,76 @@ def test_shape_and_range_errors():
         th.lr_shock_experiment("cnn", th.FLUCTUATION_SIZES["smoke"])
     with pytest.raises(ValueError, match="factors"):
         th.lr_shock_experiment("linear", th.FLUCTUATION_SIZES["smoke"], factors=(0.0, 1.0))
+
+
+# --- notebook 08: exercise checks, sizes, figures and takeaways ------------------------------------------------
+
+def test_exercise_checks_pass_on_the_solutions_and_fail_on_wrong_answers():
+    assert "quadratic" in th.check_round_trip_defect(lambda pb, theta, eta: -eta ** 2 * pb.ju(theta))
+    for wrong in (lambda pb, theta, eta: eta ** 2 * pb.ju(theta),          # sign
+                  lambda pb, theta, eta: -2 * eta ** 2 * pb.ju(theta),     # factor
+                  lambda pb, theta, eta: -eta ** 2 * pb.update(theta)):    # U instead of J U
+        with pytest.raises(AssertionError):
+            th.check_round_trip_defect(wrong)
+    assert "defect" in th.check_defect_slopes({"defect": 2.0, "ta_error": 1.0})
+    with pytest.raises(AssertionError, match="slope"):
+        th.check_defect_slopes({"defect": 1.0, "ta_error": 1.0})
+    with pytest.raises(AssertionError, match="keys"):
+        th.check_defect_slopes({"defect": 2.0})
+
+    def forward(update, theta, eta):
+        return theta - eta * update(theta)
+
+    assert "TA error" in th.check_backward_sign_break(forward, {"TA"})
+    with pytest.raises(AssertionError, match="notice"):
+        th.check_backward_sign_break(forward, {"TA", "ST"})
+    with pytest.raises(AssertionError, match="flip"):
+        th.check_backward_sign_break(th.reverse_step, {"TA"})
+
+
+def test_the_default_reverse_step_is_the_one_ta_always_used():
+    pb = th.logistic_problem()
+    kw = dict(n_points=2, k_tr=2, n_sub=4)
+    assert th.measure_potentials(pb, 0.1, 0.4, **kw) == th.measure_potentials(
+        pb, 0.1, 0.4, reverse=lambda update, theta, eta: theta + eta * update(theta), **kw)
+    assert torch.equal(th.round_trip(pb.update, pb.theta0, 0.1),
+                       pb.theta0 - 0.1 * pb.update(pb.theta0) + 0.1 * pb.update(pb.theta0 - 0.1 * pb.update(pb.theta0)))
+
+
+def test_sizes_come_from_the_profiles():
+    from rev.engine.profiles import CHAPTER_SIZES, PROFILES
+
+    assert set(CHAPTER_SIZES["thermo"]) == set(PROFILES)
+    sweep, shock = th.chapter_sizes("smoke")
+    assert (sweep.n_etas, shock.change_step, shock.total_steps, shock.window) == (4, 60, 120, 30)
+    assert th.chapter_sizes("cpu")[0] == th.SweepSizes() and th.SWEEP_SIZES["t4"].n_etas == 7
+    assert th.FLUCTUATION_SIZES["full"] == th.FluctuationSizes(transformer_scan=(1 / 3, 3.0), device="auto")
+
+
+def test_findings_give_figures_takeaways_and_summary(tmp_path):
+    import matplotlib.pyplot as plt
+
+    sizes = th.FLUCTUATION_SIZES["smoke"].replace(change_step=6, total_steps=12, window=3)
+    shock = {kind: th.lr_shock_experiment(kind, sizes) for kind in th.MODELS}
+    summaries = {kind: th.fluctuation_summary(runs, sizes) for kind, runs in shock.items()}
+    quad = th.quadratic_problem()
+    sweep = th.potential_sweep([quad], n_etas=3, total_steps_at_max=2, n_points=1, k_tr=2, n_sub=4)
+    slopes = th.slope_table(sweep)
+    gk = th.coupling_table(quad, 1e-3, [-2, 0, 3])
+    drift = th.drift_table([0.2, 0.1], total_time=2.0)
+    f = th.ChapterFindings(
+        profile="smoke", shock_sizes=sizes, round_trip=th.round_trip_table(quad, [0.1, 0.01]), slopes=slopes,
+        couplings=gk, drift_slope=th.loglog_slope(drift.eta, drift.error), symmetry=th.symmetry_defects(0.05),
+        shock=summaries, scans={kind: th.lr_scan(kind, sizes, multipliers=(), base_summary=s)
+                                for kind, s in summaries.items()})
+    text = th.takeaways(f)
+    assert text.count("\n- ") == 6 and "$g(3)$" in text and "$g(-2)$" in text and "smoke sizes" in text
+    assert f"{f.round_trip.miss_in_eps.max():.1f}" in text
+    th.write_summary(tmp_path / "s.json", f.summary())
+    saved = json.loads((tmp_path / "s.json").read_text())
+    assert set(saved["verdicts"]) == {f"{k}/{c}" for k in th.MODELS for c in ("response_raw", "response_over_eta2")}
+    assert saved["shock_sizes"]["change_step"] == 6
+    for fig in (th.plot_coupling(gk), th.plot_error_slopes(sweep, slopes, [quad.name]),
+                th.plot_drift({0.1: th.balance_drift(0.1, 20)}), th.plot_shock(shock, sizes)):
+        assert fig.axes
+        plt.close(fig)

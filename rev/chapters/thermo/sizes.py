@@ -1,0 +1,80 @@
+"""Notebook 08 (training irreversibility): how much each profile runs, from `rev.engine.profiles`.
+
+The numbers live in `CHAPTER_SIZES["thermo"]` next to the profiles they belong to; here they become the two
+size dataclasses of the chapter: `SweepSizes` (the potential measurements) and `FluctuationSizes` (the
+learning-rate shock).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rev.engine.profiles import PROFILES, chapter_sizes as _profile_sizes
+
+
+@dataclass(frozen=True)
+class FluctuationSizes:
+    """Geometry and schedule of the learning-rate shock experiment."""
+
+    d_model: int = 128
+    n_head: int = 4
+    d_ff: int = 512
+    n_layer: int = 2
+    vocab_size: int = 64            # includes the separator token
+    seq_len: int = 16               # tokens to reverse
+    noise: float = 0.05             # label-noise rate on the reversed half
+    batch_size: int = 64
+    lr: float = 1e-3                # Adam, transformer
+    linear_lr: float = 1e-2         # Adam, linear perceptron (it learns more slowly per step at equal LR)
+    # extra base-LR multipliers, to see whether a verdict depends on where the model was trained
+    linear_scan: tuple[float, ...] = (1 / 3, 3.0)
+    transformer_scan: tuple[float, ...] = ()
+    change_step: int = 1000         # the LR is multiplied by each factor here
+    total_steps: int = 2000
+    window: int = 200               # windowed variance of the update norm
+    threads: int = 0                # intra-op threads for the run; 0 leaves torch's setting alone
+    device: str = "cpu"             # "auto": CUDA when present
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_head={self.n_head}")
+        if not 0 <= self.noise < 1:
+            raise ValueError(f"noise must be a rate in [0, 1), got {self.noise}")
+        if self.vocab_size < 3:
+            raise ValueError("vocab_size must be >= 3 (two data tokens and a separator)")
+        if self.device not in ("cpu", "cuda", "auto"):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {self.device!r}")
+        if not 0 < self.change_step < self.total_steps:
+            raise ValueError(f"need 0 < change_step < total_steps, got {self.change_step}, {self.total_steps}")
+        if self.window < 3 or self.window > min(self.change_step, self.total_steps - self.change_step):
+            raise ValueError(f"window={self.window} must be >= 3 and fit both before and after the change "
+                             f"(<= {min(self.change_step, self.total_steps - self.change_step)})")
+
+    def replace(self, **changes) -> "FluctuationSizes":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class SweepSizes:
+    """How much of the potential measurements a profile runs."""
+
+    n_etas: int = 6
+    total_steps_at_max: int = 12
+    n_points: int = 6
+    k_tr: int = 6
+    n_sub: int = 16
+    drift_steps: int = 400
+
+
+def chapter_sizes(profile: str) -> tuple[SweepSizes, FluctuationSizes]:
+    """The sizes this chapter runs at for a resolved profile name."""
+    # 'auto' is refused rather than resolved: the notebook resolves it once and prints which profile it runs
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}: resolve 'auto' with rev.engine.profiles.resolve_profile_name "
+                         f"first; known: {', '.join(PROFILES)}")
+    kw = _profile_sizes("thermo", profile)
+    return SweepSizes(**kw["sweep"]), FluctuationSizes(**kw["shock"])
+
+
+# per-profile views of the same numbers (the notebook compares its run with the full specification)
+SWEEP_SIZES: dict[str, SweepSizes] = {p: chapter_sizes(p)[0] for p in PROFILES}
+FLUCTUATION_SIZES: dict[str, FluctuationSizes] = {p: chapter_sizes(p)[1] for p in PROFILES}
