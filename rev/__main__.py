@@ -10,7 +10,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "prepare": ("rev.engine.data", "tokenize a corpus into data/<name>/"),
+    "prepare": ("rev.engine.corpus", "tokenize a corpus into data/<name>/"),
     "train": ("rev.engine.train", "train one run of a profile"),
     "maxbatch": ("rev.engine.maxbatch", "find the largest batch that fits"),
     "bench": ("rev.engine.bench", "memory and speed of every trunk, side by side"),

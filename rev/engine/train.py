@@ -152,14 +152,15 @@ def _local_device(device: torch.device) -> torch.device:
 
 def ensure_data(prof: Profile, data_dir: Path, progress: bool = True):
     """Load the profile's corpus, preparing it first when it is not there yet."""
-    from . import data as rdata
+    from .corpus import prepare_profile
+    from .data import load
 
     folder = data_dir / prof.data_name
     if not (folder / "meta.json").exists():
         print(f"data for profile {prof.name!r} not found in {folder}: preparing it now "
               f"(source {prof.data_source!r}, vocabulary {prof.vocab_size})")
-        rdata.prepare_profile(prof, data_dir, progress=progress)
-    return rdata.load(folder, model_vocab_size=prof.vocab_size)
+        prepare_profile(prof, data_dir, progress=progress)
+    return load(folder, model_vocab_size=prof.vocab_size)
 
 
 # --- checkpoints --------------------------------------------------------------------------------------

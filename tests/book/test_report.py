@@ -11,8 +11,10 @@ matplotlib.use("Agg")
 
 from rev.book import report  # noqa: E402
 from rev.__main__ import main  # noqa: E402
-from rev.book.bundle import make_results_archive  # noqa: E402
-from rev.engine.data import prepare_profile  # noqa: E402
+from rev.book.bundle import make_results_archive, merge  # noqa: E402
+from rev.book.plots import plot_loss_vs_tokens, plots  # noqa: E402
+from rev.book.results import deep_capped, headline, load_all, load_runs, published_reference  # noqa: E402
+from rev.engine.corpus import prepare_profile  # noqa: E402
 from rev.engine.profiles import get_profile  # noqa: E402
 from rev.engine.train import TrainConfig, train  # noqa: E402
 
@@ -53,7 +55,7 @@ def results(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(results):
-    return report.load_runs(results, PROFILE)
+    return load_runs(results, PROFILE)
 
 
 def _summary(results: Path, run: str) -> dict:
@@ -74,7 +76,7 @@ def test_load_runs_has_one_row_per_run_and_flags_screening(runs):
 
 
 def test_headline_has_the_expected_rows_and_measured_ratios(runs, results):
-    h = report.headline(runs).set_index("key")
+    h = headline(runs).set_index("key")
     assert list(h.index) == ["val_loss", "peak_memory", "max_batch", "tokens_per_s", "reconstruction_error",
                              "val_loss_max_batch", "tokens_per_s_max_batch", "deep_layers"]
     base, rev = _summary(results, "run1_baseline"), _summary(results, "run2_reversible_same_batch")
@@ -87,7 +89,7 @@ def test_headline_has_the_expected_rows_and_measured_ratios(runs, results):
     assert h.loc["reconstruction_error", "reversible"] == pytest.approx(rev["reconstruction_error"])
     assert h.loc["max_batch", "published_ratio"] == pytest.approx(432 / 152)
     assert h.loc["val_loss_max_batch"].isna()[["baseline", "reversible"]].all()   # those runs are missing
-    text = report.format_headline(report.headline(runs))
+    text = report.format_headline(headline(runs))
     assert text.iloc[2]["baseline"] == "24" and text.iloc[2]["reversible / baseline"] == "1.67x"
 
 
@@ -113,7 +115,7 @@ def test_unigram_line_is_measured_and_stated(runs, results):
     for r in near:  # four steps of training: a run may not have got past token frequencies yet
         assert f"({r}) ended within {report.UNIGRAM_MARGIN} nats of that line" in text
     assert text.count("learnt token frequencies") == len(near)
-    fig = report.plot_loss_vs_tokens(runs)
+    fig = plot_loss_vs_tokens(runs)
     assert any(line.get_label() == "context-free (unigram) model" for line in fig.axes[1].lines)
 
 
@@ -124,7 +126,7 @@ def test_capped_depth_search_is_not_reported_as_the_deepest(runs):
     capped = {"budget_bytes": 100 * 2**20, "n_layer": 12, "max_layers": 12}
     assert "stopped at its cap of 12 layers" in report._finding_deep(base, deep, capped)
     assert "deepest reversible model" in report._finding_deep(base, deep, {**capped, "max_layers": 64})
-    assert not report.deep_capped(None) and report.deep_capped(capped)
+    assert not deep_capped(None) and deep_capped(capped)
 
 
 def test_equal_token_finding_names_the_step_counts_when_they_differ(runs):
@@ -137,24 +139,24 @@ def test_equal_token_finding_names_the_step_counts_when_they_differ(runs):
 
 
 def test_findings_and_plots_survive_an_empty_profile(tmp_path):
-    df = report.load_runs(tmp_path, PROFILE)
+    df = load_runs(tmp_path, PROFILE)
     assert len(df) == 0 and "No runs found" in report.findings(df)[0]
-    assert report.headline(df)["ratio"].isna().all()
-    for fig in report.plots(df).values():
+    assert headline(df)["ratio"].isna().all()
+    for fig in plots(df).values():
         assert fig.axes
 
 
 def test_a_damaged_summary_is_named_not_fatal(results, tmp_path):
     shutil.copytree(results / PROFILE, tmp_path / PROFILE, ignore=shutil.ignore_patterns("ckpt.pt"))
     (tmp_path / PROFILE / "run2_reversible_same_batch" / "summary.json").write_text("{not json")
-    df = report.load_runs(tmp_path, PROFILE)
+    df = load_runs(tmp_path, PROFILE)
     row = df.set_index("run").loc["run2_reversible_same_batch"]
     assert row["status"].startswith("incomplete") and row["final_val_loss"] > 0   # read from its log instead
     assert "run2_reversible_same_batch/summary.json (unreadable)" in "\n".join(report.findings(df))
 
 
 def test_published_reference_is_labelled():
-    ref = report.published_reference().set_index("key")
+    ref = published_reference().set_index("key")
     assert (ref["source"] == "published, RTX 5070 Ti, bf16").all()
     assert ref.loc["max_batch", "ratio"] == pytest.approx(2.84, abs=0.01)
     assert ref.loc["tokens_per_s", "ratio"] == pytest.approx(0.65, abs=0.01)
@@ -193,21 +195,21 @@ def test_merge_keeps_both_devices_side_by_side(results, tmp_path):
     root = tmp_path / "mine"
     shutil.copytree(results, root)
     before = _snapshot(root / PROFILE)
-    written = report.merge(_as_if_from_t4(results, tmp_path), root)
+    written = merge(_as_if_from_t4(results, tmp_path), root)
     assert written == [root / "smoke-tesla-t4"]           # local CPU runs of that profile stay untouched
     assert _snapshot(root / PROFILE) == before
-    merged = report.load_runs(root, "smoke-tesla-t4")
+    merged = load_runs(root, "smoke-tesla-t4")
     assert (merged["device"] == T4).all() and merged["origin"].str.startswith("merged").all()
     assert not any(merged["path"].map(lambda p: (Path(p) / "ckpt.pt").exists()))
-    both = report.load_all(root)
+    both = load_all(root)
     assert set(both["device"]) == {T4, _summary(results, "run1_baseline")["device"]}
     assert "device" in both and set(both["profile"]) == {PROFILE, "smoke-tesla-t4"}
-    text = report.report_markdown(report.load_runs(root, PROFILE), all_runs=both)
+    text = report.report_markdown(load_runs(root, PROFILE), all_runs=both)
     assert "All results in this folder" in text and T4 in text
 
 
 def test_merge_into_an_empty_root_uses_the_profile_name(results, tmp_path):
-    assert report.merge(_as_if_from_t4(results, tmp_path), tmp_path / "fresh") == [tmp_path / "fresh" / PROFILE]
+    assert merge(_as_if_from_t4(results, tmp_path), tmp_path / "fresh") == [tmp_path / "fresh" / PROFILE]
 
 
 def _zip(path: Path, members: dict[str, str]) -> Path:
@@ -232,6 +234,6 @@ def test_merge_refuses_a_bad_archive_and_touches_nothing(results, tmp_path, kind
         }[kind])
     before = _snapshot(results)
     with pytest.raises(ValueError, match="not a revbook results archive"):
-        report.merge(bad, results)
+        merge(bad, results)
     assert _snapshot(results) == before
     assert not [p for p in results.iterdir() if p.name.startswith(".merge")]

@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from rev.engine import data
-from rev.engine.data import EOT, DataError, load, prepare, synthetic_stories
+from rev.engine import corpus as data
+from rev.engine import data as rdata
+from rev.engine.corpus import prepare
+from rev.engine.data import EOT, DataError, load
+from rev.engine.stories import synthetic_stories
 
 N_STORIES = 300
 VOCAB = 384
@@ -104,8 +107,8 @@ def test_meta_records_sizes_hashes_and_counts(corpus):
     for split in ("train", "val"):
         info = meta["splits"][split]
         assert (corpus / info["file"]).stat().st_size == info["bytes"] == 2 * info["tokens"]
-        assert data._blake2b(corpus / info["file"]) == info["blake2b"]
-    assert meta["tokenizer_sha256"] == data._sha256(corpus / "tokenizer.json")
+        assert rdata._blake2b(corpus / info["file"]) == info["blake2b"]
+    assert meta["tokenizer_sha256"] == rdata._sha256(corpus / "tokenizer.json")
 
 
 def test_sampler_is_deterministic_and_shifted(corpus):

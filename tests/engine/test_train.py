@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rev.engine.data import prepare_profile
-from rev.engine.maxbatch import find_max_batch, profile_model_config
+from rev.engine.corpus import prepare_profile
+from rev.engine.maxbatch import (DepthProbe, MemoryLine, find_max_batch, find_max_depth, largest_fitting,
+                                  measure_memory_line, profile_model_config)
 from rev.core.model import GPT, TRUNKS
 from rev.engine.profiles import get_profile
 from rev.engine.optim import lr_at
@@ -85,6 +86,28 @@ def test_max_batch_is_bracketed_by_measured_probes():
                          progress=False)
     assert rev.batch > res.batch
 
+
+
+def test_max_depth_probes_hold_layer_counts():
+    cfg = profile_model_config("smoke", "reveuler_rev")
+    res = find_max_depth(cfg, batch=4, budget_bytes=12 * 2**20, max_layers=6, device="cpu", progress=False)
+    assert res.batch == 4 and 1 <= res.n_layer <= 6
+    assert all(isinstance(p, DepthProbe) and p.fits == (p.n_layer <= res.n_layer) for p in res.probes)
+    assert res.to_dict()["n_layer"] == res.n_layer
+
+
+def test_memory_line_predicts_the_measured_max_batch():
+    cfg = profile_model_config("smoke", "residual")
+    line = measure_memory_line(cfg, 2, 8, device="cpu")
+    assert line.static_bytes > 0 and line.bytes_per_sequence > 0
+    found = find_max_batch(cfg, budget_bytes=12 * 2**20, device="cpu", progress=False).batch
+    assert abs(line.max_batch(12 * 2**20) - found) <= max(2, found // 4)
+    assert MemoryLine.through(2, 1000, 4, 1600).max_batch(3400) == 10  # a budget exactly at a peak fits
+
+
+@pytest.mark.parametrize("top", [0, 1, 7, 8, 9, 100])
+def test_largest_fitting_finds_the_threshold(top):
+    assert largest_fitting(lambda n: n <= top, 8, 100) == top
 
 def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
     common = ["--profile", "smoke", "--trunk", "reveuler_rev", "--data-dir", str(data_dir), "--no-progress",

@@ -1,0 +1,132 @@
+"""Notebook 00_setup: what a corpus looks like in tokens, what `load` refuses, the checks of its exercises and its
+takeaways.
+
+Exercise 00.2 (derive the step count of a token budget) is checked against `rev.engine.train.plan_run`, and
+exercise 00.3 (read token files with another corpus's tokenizer) against `rev.engine.data.load`, on two tiny
+corpora made in a temporary folder, so the checks need neither the profile's data nor a network.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..engine.corpus import prepare
+from ..engine.data import DataError, TokenData, load
+from ..engine.device import describe
+from ..engine.profiles import PROFILES, Profile
+from ..engine.train import TrainConfig, plan_run
+
+_TINY = ((300, 1), (400, 2))     # (vocabulary, seed) of the two tiny corpora: different merges, different ids
+
+
+def corpus_facts(data: TokenData) -> dict[str, float]:
+    """How far a token reaches in the training split: characters per text token (the BPE's compression; the one
+    <|endoftext|> before each story carries no text) and tokens per story (that marker included)."""
+    train = data.meta["splits"]["train"]
+    return {"stories": train["stories"], "characters per story": train["chars"] / train["stories"],
+            "characters per token": train["chars"] / (train["tokens"] - train["stories"]),
+            "tokens per story": train["tokens"] / train["stories"]}
+
+
+def check_plan_steps(plan_steps: Callable[[int, int, int, int], tuple[int, int]]) -> str:
+    """Exercise 00.2: `plan_steps(train_tokens, warmup_tokens, batch_size, seq_len)` against `plan_run`, for every
+    profile at three batch sizes."""
+    cases = 0
+    for prof in PROFILES.values():
+        # its own batch, one that divides nothing, and one whose step is longer than the whole warm-up
+        for batch in (prof.batch_size, 3, 2 * prof.warmup_tokens // prof.seq_len):
+            plan = plan_run(TrainConfig(profile=prof.name, batch_size=batch))
+            got = plan_steps(prof.train_tokens, prof.warmup_tokens, batch, prof.seq_len)
+            want = (plan.steps, plan.warmup_steps)
+            assert tuple(got) == want, (
+                f"profile {prof.name!r} at batch {batch} (seq_len {prof.seq_len}, {prof.train_tokens:,} tokens, "
+                f"warm-up {prof.warmup_tokens:,}): you give (steps, warm-up) = {tuple(got)}, training runs {want}. "
+                f"A step consumes batch_size * seq_len tokens and only whole steps run; warm-up is counted the "
+                f"same way but is at least one step.")
+            cases += 1
+    return f"(steps, warm-up steps) match plan_run in {cases} cases."
+
+
+def tiny_corpora(root: str | Path) -> tuple[Path, Path]:
+    """Two small synthetic corpora under `root` with different vocabularies (so different token ids)."""
+    return tuple(prepare("synthetic", Path(root) / f"tiny-v{vocab}", vocab, stories=60, seed=seed, progress=False)
+                 for vocab, seed in _TINY)
+
+
+def _swapped(ours: Path, other: Path, dest: Path) -> Path:
+    """A copy of corpus `ours` at `dest` holding `other`'s tokenizer: the mix-up of copying data folders by hand."""
+    mixed = Path(shutil.copytree(ours, dest))
+    shutil.copy(other / "tokenizer.json", mixed / "tokenizer.json")
+    return mixed
+
+
+def check_swapped_reading(read_with: Callable[[Path, Path, int], str], n: int = 40) -> str:
+    """Exercise 00.3: `read_with(tokenizer_folder, token_folder, n)` decodes the first `n` training tokens of
+    `token_folder` with the tokenizer of `tokenizer_folder`; then `load` must refuse the swapped folder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, other = tiny_corpora(tmp)
+        data = load(ours)
+        ids = data.array("train")[:n]
+        right = {data.decode(ids, skip_special=skip) for skip in (True, False)}  # with or without <|endoftext|>
+        mine = read_with(ours, ours, n)
+        assert mine in right, (f"read_with(ours, ours) should give the corpus's own text {min(right)[:50]!r}..., "
+                               f"got {str(mine)[:50]!r}...: read the first n ids of token_folder/train.bin as "
+                               f"uint16 and decode them with Tokenizer.from_file(tokenizer_folder/'tokenizer.json')")
+        swapped = read_with(other, ours, n)
+        assert swapped not in right, ("read_with(other, ours) gave the text of the right tokenizer: decode with "
+                                      "the tokenizer of the first argument, not the one beside the token files")
+        mixed = _swapped(ours, other, Path(tmp) / "mixed")
+        try:
+            load(mixed)
+        except DataError as e:
+            why = str(e).replace(f"{mixed}/", "")[:64]
+            return f"the wrong tokenizer reads {swapped[:36]!r}...; load refuses the mixed folder: {why}..."
+    raise AssertionError("load accepted a folder whose tokenizer.json came from another corpus")
+
+
+def what_load_refuses(data: TokenData) -> dict[str, str]:
+    """The errors `load` raises for three mix-ups: a model vocabulary smaller than `data`'s, a tokenizer from
+    another corpus, a truncated token file (the last two on a tiny corpus, so nothing big is copied)."""
+    errors = {}
+
+    def refused(case: str, call: Callable[[], object], hide: str = "") -> None:
+        try:
+            call()
+            errors[case] = "accepted (this is a bug)"
+        except DataError as e:
+            errors[case] = str(e).replace(hide, "")   # temporary folders are noise to a reader
+
+    refused(f"model vocabulary {data.vocab_size // 2} < corpus {data.vocab_size}",
+            lambda: load(data.path, model_vocab_size=data.vocab_size // 2, verify=False))
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, other = tiny_corpora(tmp)
+        mixed = _swapped(ours, other, Path(tmp) / "mixed")
+        refused("tokenizer.json from another corpus", lambda: load(mixed), f"{tmp}/")
+        with open(ours / "val.bin", "r+b") as f:
+            f.truncate(f.seek(0, 2) - 2)
+        refused("val.bin one token short", lambda: load(ours), f"{tmp}/")
+    return errors
+
+
+def takeaways(prof: Profile, data: TokenData, used: str, device: torch.device, dtype: torch.dtype | None) -> str:
+    """The notebook's closing bullets, from what it measured."""
+    plan = plan_run(TrainConfig(profile=prof.name))
+    facts = corpus_facts(data)
+    return "\n".join([
+        f"- This machine trains on {describe(device, dtype)}.",
+        f"- Profile `{prof.name}`: a {prof.n_layer}-layer, d={prof.d_model} GPT on {used} data "
+        f"({data.n_tokens('train'):,} training tokens, vocabulary {data.vocab_size}).",
+        f"- The BPE packs {facts['characters per token']:.2f} characters into a token, so a story is about "
+        f"{facts['tokens per story']:.0f} tokens.",
+        f"- Each run sees {prof.train_tokens:,} tokens = {plan.steps} steps of {plan.batch_size} x "
+        f"{prof.seq_len} tokens ({plan.warmup_steps} of them warm-up).",
+        f"- The loss to beat: {data.unigram_loss():.2f} nats/token for a context-free model "
+        f"({math.log(data.vocab_size):.2f} for a uniform guess).",
+        "- `load` checks that tokenizer, token files and model vocabulary belong together, and says what to do "
+        "when they do not.",
+    ])
