@@ -38,7 +38,7 @@ def schedule(opt) -> T.Schedule:
 def run(model, opt, data, sched, first_step: int = 1, lr_override: dict | None = None, snapshots=None):
     """A plain training loop; the recorder (if any) sees it only through the optimizer hooks."""
     for n, (x, y) in enumerate(data, first_step):
-        lr = (lr_override or {}).get(n, sched.lr_at(n))
+        lr = (lr_override or {}).get(n, sched.lr_at(n - 1))
         for g in opt.param_groups:
             g["lr"] = lr
         loss = nn.functional.mse_loss(model(x), y)
@@ -488,3 +488,47 @@ def test_find_checkpoint_prefers_a_finished_residual_baseline(tmp_path):
     assert T.find_checkpoint(tmp_path, "smoke").endswith("10_pretrain")
     (tmp_path / "smoke" / "run1_baseline" / "summary.json").write_text("{}")
     assert T.find_checkpoint(tmp_path, "smoke").endswith("run1_baseline")
+
+
+def test_finetune_runs_on_the_engine_schedule_counted_from_zero(tiny_run):
+    *_, trace, history, _, cfg = tiny_run
+    sched = cfg.schedule()
+    assert [h["lr"] for h in history[1:]] == [sched.lr_at(n - 1) for n in range(1, cfg.steps + 1)]
+    assert T.check_lr_schedule(trace).passed and trace.header["schedule"] == sched.to_dict()
+
+
+def test_trace_file_is_written_without_leftovers(tmp_path):
+    model, opt, trace, _ = recorded("adamw")
+    T.save_trace(trace, tmp_path / "t.revtrace")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.revtrace"]
+
+
+# ------------------------------------------------------------------------------ the notebook's exercises
+def _undo_adamw(theta, m, v, grad, step, lr, weight_decay, betas, eps):
+    b1, b2 = betas
+    denom = (v / (1 - b2 ** step)).sqrt() + eps
+    theta = (theta + lr * (m / (1 - b1 ** step)) / denom) / (1 - lr * weight_decay)
+    return theta, (m - (1 - b1) * grad) / b1, (v - (1 - b2) * grad ** 2) / b2
+
+
+def test_adamw_undo_check_passes_the_inverse_and_names_what_is_wrong():
+    assert "float64" in T.check_adamw_undo(_undo_adamw)
+
+    def no_bias_correction(theta, m, v, grad, step, lr, weight_decay, betas, eps):
+        theta = (theta + lr * m / (v.sqrt() + eps)) / (1 - lr * weight_decay)
+        return theta, (m - (1 - betas[0]) * grad) / betas[0], (v - (1 - betas[1]) * grad ** 2) / betas[1]
+
+    with pytest.raises(AssertionError, match="theta is off"):
+        T.check_adamw_undo(no_bias_correction)
+
+
+def test_corruption_check_needs_exactly_one_flipped_byte():
+    def flip(path, offset):
+        data = bytearray(path.read_bytes())
+        data[offset] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+    line = T.check_corruption_refused(flip)
+    assert "byte 0: marker" in line and "checksum" in line
+    with pytest.raises(AssertionError, match="exactly the byte"):
+        T.check_corruption_refused(lambda path, offset: flip(path, offset + 1))

@@ -1,0 +1,58 @@
+"""Notebook 10 (fine-tune trace and rollback): the pretrained starting point. A finished residual run of the
+profile is reused when there is one (the baseline of notebook 04 first); otherwise a short run of
+`rev.engine.train` is made now and saved for next time.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch import nn
+
+from ...engine.files import read_json
+from ...engine.profiles import MAIN_RUNS
+from ...engine.train import TrainConfig, load_model, train
+from .finetune import trace_size
+
+PRETRAIN_RUN = "10_pretrain"      # the folder this chapter's own pretraining run is saved in
+
+
+def find_checkpoint(results_dir: str | os.PathLike, profile_name: str) -> str | None:
+    """A finished run of the profile with a residual trunk to start from (its folder), if there is one."""
+    root = os.path.join(os.fspath(results_dir), profile_name)
+    if not os.path.isdir(root):
+        return None
+    preferred = [*MAIN_RUNS, PRETRAIN_RUN]       # the main runs in workbook order; only residual ones qualify
+    folders = preferred + sorted(set(os.listdir(root)) - set(preferred))
+    for name in folders:
+        run = os.path.join(root, name)
+        if not (os.path.isfile(os.path.join(run, "ckpt.pt")) and os.path.isfile(os.path.join(run, "summary.json"))):
+            continue
+        try:
+            model_cfg = read_json(os.path.join(run, "config.json")).get("model", {})
+        except (OSError, ValueError):
+            continue
+        if model_cfg.get("trunk") == "residual" and model_cfg.get("stream", "fp32") == "fp32":
+            return run
+    return None
+
+
+def pretrained_model(profile: Any, results_dir: str | os.PathLike, data_dir: str | os.PathLike, seed: int = 0,
+                     device: str | torch.device = "cpu", progress: bool = True) -> tuple[nn.Module, str]:
+    """The GPT to fine-tune: a finished residual run of the profile under `results_dir` if there is one,
+    else a short pretraining run now (`TraceSize.pretrain_fraction` of the profile's tokens), saved for next
+    time. Returns the model and a sentence saying which."""
+    run = find_checkpoint(results_dir, profile.name)
+    if run is not None:
+        return load_model(run, device), f"reused the checkpoint of a finished run: {run}"
+    out = os.path.join(os.fspath(results_dir), profile.name, PRETRAIN_RUN)
+    fraction = trace_size(profile.name).pretrain_fraction
+    tokens = max(profile.batch_size * profile.seq_len, int(profile.train_tokens * fraction))
+    summary = train(TrainConfig(profile=profile.name, trunk="residual", out_dir=out, data_dir=data_dir,
+                                train_tokens=tokens, seed=seed, progress=progress))
+    steps = tokens // (profile.batch_size * profile.seq_len)
+    val = summary.get("final_val_loss")
+    val_text = f", val loss {val:.3f}" if isinstance(val, (int, float)) else ""
+    return load_model(out, device), (f"no finished run to reuse: pretrained now for {steps} steps "
+                                     f"({tokens:,} tokens{val_text}), saved in {out}")
