@@ -8,15 +8,20 @@
 * `gradient_differences` / `autocast_cosines`: the memory-free reversible trunks against their stored twins
   on the same weights, parameter by parameter.
 * `depth_memory`: activation bytes of one training step against depth, per trunk.
+* Break it: `forgetting_autocast` and `replacing_integrator` sabotage the reversible backward for the length of a
+  `with` block; `check_autocast_sabotage` / `check_swapped_inverse` (exercises 02.1, 02.2) run the relevant tests
+  on the learner's sabotage and report which of them catch it.
+* `takeaways`: the notebook's closing Markdown, computed from its results.
 """
 from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from unittest import mock
 
@@ -25,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ..engine.device import single_thread
+from ..core.integrators import INTEGRATORS, Integrator
 from ..core.model import GPT, GPTConfig
 from ..core.reversible import AutocastState
 
@@ -199,6 +205,18 @@ def all_passed(df: pd.DataFrame) -> bool:
     return len(df) > 0 and c["failed"] == c["error"] == c["xpassed"] == c["not run"] == 0
 
 
+def not_ok(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of tests that failed, errored, passed unexpectedly or did not run."""
+    return df[~df["outcome"].isin(["passed", "skipped", "xfailed"])]
+
+
+def require_all_passed(df: pd.DataFrame) -> None:
+    """Raise `AssertionError` listing every test that did not pass (a notebook's last verdict)."""
+    if not all_passed(df):
+        raise AssertionError("some selected tests did not pass:\n" + "\n".join(
+            f"{r.nodeid}: {r.outcome} {r.message}" for r in not_ok(df).itertuples()))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Live figure 1: gradients of the reversible trunks against their stored twins
 # ----------------------------------------------------------------------------------------------------------
@@ -272,12 +290,30 @@ def gradient_differences(bases: Sequence[str] = ("midpoint", "reveuler"),
     return pd.DataFrame(rows)
 
 
+def _ignore_saved_state(self: AutocastState) -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
+
+
 @contextlib.contextmanager
-def forgetting_autocast():
-    """A deliberately broken reversible backward: block recomputation ignores the autocast state saved in
-    forward and runs in full precision. Used only to show what the bf16 check catches."""
-    with mock.patch.object(AutocastState, "context", lambda self: contextlib.nullcontext()):
+def forgetting_autocast(context: Callable[[AutocastState], contextlib.AbstractContextManager] = _ignore_saved_state):
+    """A deliberately broken reversible backward: block recomputation re-enters `context(saved_state)` instead
+    of the autocast state saved in forward -- by default nothing, so it runs in full precision. Used only to
+    show what the bf16 checks catch."""
+    with mock.patch.object(AutocastState, "context", context):
         yield
+
+
+def worst_autocast(cos: pd.DataFrame) -> pd.DataFrame:
+    """Largest 1 - cosine and relative difference per (stream, variant) of an `autocast_cosines` table."""
+    return (cos.assign(one_minus_cos=(1 - cos["cosine"]).clip(lower=0))
+            .groupby(["stream", "variant"])[["one_minus_cos", "rel_diff"]].max())
+
+
+def caught_by_cosine(cos: pd.DataFrame, threshold: float = 0.999) -> bool:
+    """Would the project's cosine test (lowest per-parameter cosine >= `threshold`) fail the broken backward
+    on every stream measured?"""
+    worst = worst_autocast(cos)
+    return bool(worst.loc[(slice(None), "forgets autocast"), "one_minus_cos"].min() > 1 - threshold)
 
 
 def autocast_cosines(bases: Sequence[str] = ("midpoint", "reveuler"), streams: Sequence[str] = ("fp32",),
@@ -343,3 +379,114 @@ def depth_memory(depths: Sequence[int] = (2, 4, 8, 16),
 def growth_ratios(df: pd.DataFrame) -> pd.Series:
     """Activation bytes at the deepest depth over those at the shallowest, per trunk (1.0 = flat)."""
     return df.loc[df.index.max()] / df.loc[df.index.min()]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Break it: sabotage the backward, and see which tests catch it (exercises 02.1, 02.2)
+# ----------------------------------------------------------------------------------------------------------
+
+SABOTAGE_FILE = "core/test_reversible.py"
+# The fast tests each sabotage could trip, on the reversible-Euler trunk only, so that a check stays at seconds.
+AUTOCAST_TESTS = "bf16 and reveuler"
+SWAP_TESTS = "reveuler and ((float64 and 3-0.5) or bf16)"
+
+
+@contextlib.contextmanager
+def replacing_integrator(name: str, integrator: type[Integrator]):
+    """Every trunk built inside the `with` block that names integrator `name` gets `integrator` instead (the
+    stored twin too, so only what differs between step and inverse can show)."""
+    with mock.patch.dict(INTEGRATORS, {name: integrator}):
+        yield
+
+
+def caught_by(df: pd.DataFrame) -> str:
+    """One line from a `run_tests` table: which tests failed (caught the sabotage) and which passed."""
+    def names(rows: pd.DataFrame) -> str:
+        return ", ".join(f"{r.test}[{r.params}]" for r in rows.itertuples()) or "none"
+
+    bad = df["outcome"].isin(["failed", "error"])
+    return f"caught by {names(df[bad])}; passed anyway: {names(df[~bad])}"
+
+
+def check_autocast_sabotage(context: Callable[[AutocastState], contextlib.AbstractContextManager]) -> str:
+    """Exercise 02.1: `context(saved)`, standing in for `AutocastState.context`, must ignore the saved autocast
+    state; then the bf16 tests run with it, and at least one of them must catch it."""
+    saved = AutocastState("cpu", True, torch.bfloat16)
+    ctx = context(saved)  # the student edition's stub raises here, before any test runs
+    assert hasattr(ctx, "__enter__"), f"return a context manager (something for `with`), got {type(ctx).__name__}"
+    with ctx:
+        still_on = torch.is_autocast_enabled("cpu")
+    assert not still_on, ("inside your context autocast is on, as the saved state says: that is the correct "
+                          "backward. The sabotage must ignore `self`, e.g. return contextlib.nullcontext().")
+    with forgetting_autocast(context):
+        df = run_tests(SABOTAGE_FILE, keyword=AUTOCAST_TESTS)
+    assert (df["outcome"] == "failed").any(), "no test failed: is your context really entered in backward?"
+    return caught_by(df)
+
+
+def check_swapped_inverse(integrator: type[Integrator]) -> str:
+    """Exercise 02.2: `integrator` (a reversible Euler whose inverse undoes its updates in the wrong order) must
+    no longer invert its step; then the gradient tests run on it, and at least one of them must catch it."""
+    from .toy import initial_points, make_tanh_field, roundtrip_error
+
+    field, x0 = make_tanh_field(dim=4, seed=1), initial_points(8, 4, seed=1)
+    errors = {h: roundtrip_error(integrator(), field, x0, h, 1, "fp64") for h in (0.1, 0.2)}
+    assert errors[0.2] > 1e-10, (
+        f"one layer forward and back still returns the input (error {errors[0.2]:.1e}): your inverse is the "
+        f"correct one. Swap the order: undo y's update first, then z's, each with `sub`.")
+    order = math.log2(errors[0.2] / errors[0.1])
+    with replacing_integrator("reveuler", integrator):
+        df = run_tests(SABOTAGE_FILE, keyword=SWAP_TESTS)
+    assert (df["outcome"].isin(["failed", "error"])).any(), "no test failed: did the trunk use your integrator?"
+    return f"one layer misses by O(h^{order:.1f}); " + caught_by(df)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What the notebook concludes
+# ----------------------------------------------------------------------------------------------------------
+
+def stream_gap(grad: pd.DataFrame) -> dict[str, float]:
+    """From a `gradient_differences` table: the largest relative difference per stream, and how many decades
+    the fp32 stream's lies above the fp64 stream's (`decades`), next to the unit-roundoff ratio 2^29."""
+    worst = grad.groupby("stream")["rel_diff"].max()
+    out = {s: float(v) for s, v in worst.items()}
+    out["decades"] = math.log10(out["fp32"] / max(out["fp64"], 1e-300))
+    out["roundoff_decades"] = 29 * math.log10(2)
+    return out
+
+
+def takeaways(tests: pd.DataFrame, test_seconds: float, grad: pd.DataFrame, cos: pd.DataFrame, mem: pd.DataFrame,
+              seconds: float) -> str:
+    """The notebook's closing bullets as Markdown, from its tables, pytest's wall time and the notebook's."""
+    counts = outcome_counts(tests)
+    worst = grad.groupby("stream")["rel_diff"].max()
+    exact = worst[["fp64", "fixed"]].max()
+    w = worst_autocast(cos)
+    fx_ok, fx_bad = w.loc[("fixed", "correct")], w.loc[("fixed", "forgets autocast")]
+    f32_ok, f32_bad = w.loc[("fp32", "correct")], w.loc[("fp32", "forgets autocast")]
+    f32_ratio = f32_bad.rel_diff / max(f32_ok.rel_diff, 1e-300)
+    growth = growth_ratios(mem)
+    lo, hi = int(mem.index.min()), int(mem.index.max())
+    rev_growth = max(growth[t] for t in growth.index if t.endswith("_rev"))
+    return "\n".join([
+        f"- {counts['passed']} of {len(tests)} selected tests passed ({counts['failed']} failed, {counts['error']} "
+        f"errors, {counts['skipped']} skipped) in {test_seconds:.0f} s of pytest run in this kernel.",
+        f"- Same weights, float64 model: the reversible gradients match the stored twin's to {exact:.1e} (largest "
+        f"per-parameter relative difference) on fp64 and fixed streams; on an fp32 stream the rebuilt activations "
+        f"round, and the gap grows to {worst['fp32']:.1e} ({worst['fp32'] / max(exact, 1e-300):.1e} times larger).",
+        f"- Under bf16 autocast, a reversible backward that forgets to re-enter autocast is off by up to "
+        f"1 - cosine = {max(fx_bad.one_minus_cos, f32_bad.one_minus_cos):.1e}, "
+        + ("which the 0.999 cosine threshold catches." if caught_by_cosine(cos) else
+           "which the 0.999 cosine threshold does NOT catch.")
+        + f" On the fp32 stream a correct backward differs from the stored one by up to {f32_ok.rel_diff:.1e} "
+        f"(relative) against {f32_bad.rel_diff:.1e} for the broken one, "
+        + (f"a factor {f32_ratio:.1e}: a bound in between separates them at this size. "
+           if f32_ratio >= 100 else f"only a factor {f32_ratio:.1f}: no bound separates them safely. ")
+        + f"On the fixed stream the correct backward is off by {fx_ok.rel_diff:.1e} against {fx_bad.rel_diff:.1e}: "
+        f"there an equality check has teeth.",
+        f"- From {lo} to {hi} layers, activation memory of one training step grows x{growth['residual']:.2f} for "
+        f"residual, x{growth['residual_ckpt']:.2f} with checkpointing, and at most x{rev_growth:.3f} for the "
+        f"reversible trunks (at depth {hi}, reveuler_rev needs "
+        f"{mem.loc[hi, 'residual'] / mem.loc[hi, 'reveuler_rev']:.1f} times less than residual).",
+        f"- Notebook wall time: {seconds:.0f} s.",
+    ])

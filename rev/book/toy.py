@@ -4,12 +4,15 @@ Everything here drives the trunk integrators of `rev.core.integrators` on small 
 `step`/`inverse` code and the same streams (`rev.core.streams`) a GPT trunk uses. Nothing re-implements an
 integrator; this module only chooses fields, runs them, and measures:
 
+* `walk_forward` / `walk_back` -- `depth` steps of a toy field forward, and the inverse walk back down,
 * `roundtrip_error`       -- forward `depth` steps, then inverse `depth` steps: how far from the input?
 * `error_budget`          -- a first-order model of that error (rounding x linearised amplification),
 * `parasitic_mode`        -- leapfrog's sign-alternating mode on dx/dt = -lam x, measured and predicted,
 * `euler_defect`          -- ordinary Euler stepped with +h then -h: the O(h^2) defect,
 * `add_sub_check`         -- how often, and by how much, `(a + b) - b != a` on each stream,
-* `explorer_figure` / `interactive_explorer` -- the notebook's (h, depth, stream) explorer.
+
+Figures and the explorer live in `rev.book.toy_plots`; the notebook's exercise checks and takeaways in
+`rev.book.toy_lessons`.
 
 The toy tensors are tiny (a few hundred points in a few dimensions), so all loops run on one thread:
 with more, every small op pays thread-pool synchronisation and gets slower, not faster.
@@ -46,7 +49,8 @@ def _as_integrator(integrator: str | Integrator) -> Integrator:
     return get_integrator(integrator) if isinstance(integrator, str) else integrator
 
 
-def _check(h: float, depth: int, stream: str) -> None:
+def validate_walk(h: float, depth: int, stream: str) -> None:
+    """Refuse a step size, depth or stream name that no walk could use, before any work is done."""
     if not h > 0:
         raise ValueError(f"step size h must be > 0, got {h}")
     if int(depth) != depth or depth < 1:
@@ -126,20 +130,22 @@ def linear_field(lam: complex) -> Field:
 
 
 # --- forward, then inverse --------------------------------------------------------------------------------
+# Named `walk_*` to keep them apart from rev.core.reversible's `run_forward` / `run_inverse`, which step GPT
+# blocks on stream storage; these walk a toy field from a float input and return every state.
 
-def run_forward(integrator: str | Integrator, field: Field, x0: Tensor, h: float, depth: int,
-                stream: str) -> list[State]:
+def walk_forward(integrator: str | Integrator, field: Field, x0: Tensor, h: float, depth: int,
+                 stream: str) -> list[State]:
     """All stream states of `depth` steps from `x0` (x0 is cast to the stream's compute dtype first)."""
-    _check(h, depth, stream)
+    validate_walk(h, depth, stream)
     integ = _as_integrator(integrator)
     with single_thread():
         return integrate(integ, x0.to(COMPUTE_DTYPE[stream]), field, h, depth, stream)
 
 
-def run_inverse(integrator: str | Integrator, field: Field, top: State, h: float, depth: int,
-                stream: str) -> list[State]:
+def walk_back(integrator: str | Integrator, field: Field, top: State, h: float, depth: int,
+              stream: str) -> list[State]:
     """States of the inverse walk from `top` down to layer 0 (returned top-first)."""
-    _check(h, depth, stream)
+    validate_walk(h, depth, stream)
     integ = _as_integrator(integrator)
     with single_thread():
         return invert(integ, top, field, h, depth, stream, COMPUTE_DTYPE[stream])
@@ -151,16 +157,16 @@ def roundtrip_error(integrator: str | Integrator, field: Field, x0: Tensor, h: f
 
     Compared against the stream's own copy of the input, so 0.0 means every element came back bit for bit.
     """
-    states = run_forward(integrator, field, x0, h, depth, stream)
-    back = run_inverse(integrator, field, states[-1], h, depth, stream)
+    states = walk_forward(integrator, field, x0, h, depth, stream)
+    back = walk_back(integrator, field, states[-1], h, depth, stream)
     return _rms(_decoded(back[-1], stream) - _decoded(states[0], stream))
 
 
 def error_profile(integrator: str | Integrator, field: Field, x0: Tensor, h: float, depth: int,
                   stream: str) -> np.ndarray:
     """RMS error of every layer's state during one inverse walk from `depth`: entry l is layer l."""
-    states = run_forward(integrator, field, x0, h, depth, stream)
-    back = run_inverse(integrator, field, states[-1], h, depth, stream)[::-1]
+    states = walk_forward(integrator, field, x0, h, depth, stream)
+    back = walk_back(integrator, field, states[-1], h, depth, stream)[::-1]
     return np.array([_rms(_decoded(b, stream) - _decoded(s, stream)) for b, s in zip(back, states)])
 
 
@@ -207,7 +213,7 @@ class ErrorBudget:
 
 
 def error_budget(integrator: str | Integrator, field: Field, states: list[State], h: float, stream: str,
-                 seed: int = 0, n_probes: int = 2) -> ErrorBudget:
+                 seed: int = 0, n_probes: int = 16) -> ErrorBudget:
     """Both ends of the first-order error model, each carried to the input by the linearised inverse walk.
 
     To first order the input error is e = sum_l P_l eps_l: eps_l is what step l+1 -> l gets wrong, P_l the
@@ -219,6 +225,8 @@ def error_budget(integrator: str | Integrator, field: Field, states: list[State]
     half a spacing either side, variance spacing^2 / 12, and they add (upper end).
     One reverse-mode pass gives P^T r for every layer at once (r a random probe; E[(r . P eps)^2] is
     E|P eps|^2), so the whole curve costs one extra walk rather than `depth` of them.
+    The probe average is itself an estimate: with 2 probes its spread at shallow depth was wide enough to
+    put a fair measurement outside the band; 16 probes narrow it about threefold for a fraction of a second.
     """
     integ = _as_integrator(integrator)
     fp64 = get_stream("fp64")
@@ -293,7 +301,7 @@ class DepthStudy:
 def model_band(integrator: str | Integrator, field: Field, x0: Tensor, h: float, depth: int, stream: str,
                seed: int = 0) -> tuple[np.ndarray, np.ndarray, ErrorBudget, list[State]]:
     """Lower and upper model error for every depth 1..`depth`, the budget, and the forward states."""
-    states = run_forward(integrator, field, x0, h, depth, stream)
+    states = walk_forward(integrator, field, x0, h, depth, stream)
     budget = error_budget(integrator, field, states, h, stream, seed)
     return np.sqrt(np.cumsum(budget.lower)), np.sqrt(np.cumsum(budget.upper)), budget, states
 
@@ -305,7 +313,7 @@ def depth_study(integrator: str, field: Field, x0: Tensor, h: float, depths: Seq
     lower, upper, budget, states = model_band(integrator, field, x0, h, int(depths[-1]), stream, seed)
     # the forward walk to depth d is the first d steps of the longest one, so only the inverse walks differ
     start = _decoded(states[0], stream)
-    measured = np.array([_rms(_decoded(run_inverse(integrator, field, states[d], h, d, stream)[-1], stream) - start)
+    measured = np.array([_rms(_decoded(walk_back(integrator, field, states[d], h, d, stream)[-1], stream) - start)
                          for d in depths])
     state_rms = np.array([_rms(_decoded(s, stream)) for s in states])
     return DepthStudy(integrator, stream, h, depths, measured, lower, upper, budget.gain, state_rms)
@@ -333,7 +341,7 @@ def step_study(integrator: str, field: Field, x0: Tensor, hs: Sequence[float], d
         lo, hi, _, states = model_band(integrator, field, x0, h, depth, stream, seed)
         lower.append(lo[-1])
         upper.append(hi[-1])
-        back = run_inverse(integrator, field, states[-1], h, depth, stream)
+        back = walk_back(integrator, field, states[-1], h, depth, stream)
         measured.append(_rms(_decoded(back[-1], stream) - _decoded(states[0], stream)))
     return StepStudy(integrator, stream, depth, hs, np.array(measured), np.array(lower), np.array(upper))
 
@@ -346,6 +354,12 @@ def fit_loglog_slope(x: Sequence[float], y: Sequence[float]) -> tuple[float, flo
         raise ValueError("need at least two positive points to fit a slope")
     slope, intercept = np.polyfit(np.log10(x[keep]), np.log10(y[keep]), 1)
     return float(slope), float(intercept)
+
+
+def depth_slope(study: DepthStudy, lo: int = 2, hi: int = 64) -> float:
+    """Log-log slope of the measured error against depth for lo <= L <= hi (0.5 is a pure random walk)."""
+    keep = (study.depths >= lo) & (study.depths <= hi)
+    return fit_loglog_slope(study.depths[keep], study.measured[keep])[0]
 
 
 # --- leapfrog's parasitic mode ----------------------------------------------------------------------------
@@ -390,10 +404,10 @@ def parasitic_mode(lam: complex, h: float, n_steps: int, stream: str = "fp64") -
     Leapfrog's layer 0 is one Euler step, w1 = (1 - h lam) w0, which differs from the physical root's
     w0 mu_phys by O(h^2): that small mismatch is the seed of the parasitic mode.
     """
-    _check(h, n_steps, stream)
+    validate_walk(h, n_steps, stream)
     if n_steps < 3:
         raise ValueError("need at least 3 steps to see the parasitic mode")
-    states = run_forward("leapfrog", linear_field(lam), torch.tensor([[1.0, 0.0]]), h, n_steps, stream)
+    states = walk_forward("leapfrog", linear_field(lam), torch.tensor([[1.0, 0.0]]), h, n_steps, stream)
     xy = np.array([_decoded(s, stream)[1, 0].numpy() for s in states])
     w = xy[:, 0] + 1j * xy[:, 1]
     mu_p, mu_q = leapfrog_roots(h, lam)
@@ -513,88 +527,3 @@ def add_sub_example(stream: str = "fp32", seed: int = 0, n_pairs: int = 1000) ->
     i = int(bad[0])
     b_stream = float(b[i].to(COMPUTE_DTYPE[stream]))
     return float(orig[i]), b_stream, float(back[i])
-
-
-# --- the explorer -----------------------------------------------------------------------------------------
-
-def zero_aware_log_axis(ax, values: Sequence[float], axis: str = "y") -> None:
-    """Log-like axis that can also show exact zeros: symlog, linear only below the smallest nonzero value.
-
-    log(0) is undefined, yet "exactly 0" is the fixed stream's whole point, so zeros sit on the axis floor
-    instead of vanishing from the plot.
-    """
-    vals = np.abs(np.asarray(values, dtype=float).ravel())
-    positive = vals[vals > 0]
-    floor = 10.0 ** (np.floor(np.log10(positive.min())) - 1) if positive.size else 1e-18
-    top = None if positive.size else 1e-15  # all zeros: keep a few decades visible above the floor
-    if axis == "y":
-        ax.set_yscale("symlog", linthresh=floor, linscale=0.3)
-        ax.set_ylim(bottom=0, top=top)
-    else:
-        ax.set_xscale("symlog", linthresh=floor, linscale=0.3)
-        ax.set_xlim(left=0, right=top)
-
-
-def band_legend(ax, colors: dict[str, str], **kwargs) -> None:
-    """One legend entry per stream for "dots measured, shaded band = model" plots."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    handles = [(Patch(color=c, alpha=0.25), Line2D([], [], color=c, marker="o", ls="")) for c in colors.values()]
-    labels = [f"{name}: measured (dots), model (band)" for name in colors]
-    ax.legend(handles, labels, **kwargs)
-
-
-DEFAULT_EXPLORER = {"h": 0.1, "depth": 256, "stream": "fp32"}
-
-
-def explorer_figure(h: float = 0.1, depth: int = 256, stream: str = "fp32", field: Field | None = None,
-                    x0: Tensor | None = None, integrators: Sequence[str] = ("leapfrog", "reveuler")):
-    """Two panels for one (h, depth, stream): input error against depth (measured dots, model band), and the
-    error of every layer during one inverse walk from `depth`. Returns the matplotlib figure."""
-    import matplotlib.pyplot as plt
-
-    _check(h, depth, stream)
-    field = field if field is not None else make_tanh_field()
-    x0 = x0 if x0 is not None else initial_points(128, getattr(field, "dim", 8))
-    depths = np.unique(np.geomspace(1, depth, num=min(depth, 9)).round().astype(int))
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
-    shown: list[float] = []
-    for name, color in zip(integrators, ("C0", "C1", "C2")):
-        study = depth_study(name, field, x0, h, depths, stream)
-        ax0.fill_between(np.arange(1, depth + 1), study.lower, study.upper, color=color, alpha=0.25,
-                         label=f"{name} model band")
-        ax0.plot(study.depths, study.measured, "o", color=color, label=f"{name} measured")
-        prof = error_profile(name, field, x0, h, depth, stream)
-        ax1.plot(np.arange(depth + 1), prof, color=color, label=name)
-        shown += list(study.measured) + list(prof)
-    for ax in (ax0, ax1):
-        zero_aware_log_axis(ax, shown)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        if not any(shown):
-            ax.text(0.5, 0.5, "every error is exactly 0", transform=ax.transAxes, ha="center")
-    ax0.set_xscale("log")
-    ax0.set(xlabel="depth L", ylabel="RMS input error after forward + inverse",
-            title=f"round trip, stream={stream}, h={h:g}")
-    ax1.set(xlabel="layer l (the inverse walks from L down to 0)", ylabel="RMS error of layer l",
-            title=f"one inverse walk from L={depth}")
-    fig.tight_layout()
-    return fig
-
-
-def interactive_explorer(field: Field | None = None, x0: Tensor | None = None):
-    """ipywidgets sliders for h, depth and stream, redrawing `explorer_figure`; returns the widget."""
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-
-    def show(h: float, depth: int, stream: str) -> None:
-        explorer_figure(h, depth, stream, field, x0)
-        plt.show()
-
-    return widgets.interact(
-        show,
-        h=widgets.FloatLogSlider(value=DEFAULT_EXPLORER["h"], base=10, min=-3, max=0, step=0.25),
-        depth=widgets.SelectionSlider(options=[2 ** k for k in range(1, 11)], value=DEFAULT_EXPLORER["depth"]),
-        stream=widgets.Dropdown(options=list(STREAMS), value=DEFAULT_EXPLORER["stream"]),
-    )

@@ -139,3 +139,55 @@ def test_layer_ticks():
     names = ["wte.weight", "wpe.weight", "trunk.blocks.0.ln1.weight", "trunk.blocks.0.mlp.fc.weight",
              "trunk.blocks.1.ln1.weight", "ln_f.weight", "ln_f.bias"]
     assert checks.layer_ticks(names) == ([0.5, 2.5, 4.0, 5.5], ["emb", "L0", "L1", "ln_f"])
+
+
+# --- break it (exercises 02.1, 02.3) and the takeaways of notebook 02 -----------------------------------------
+
+def test_sabotage_checks_refuse_a_correct_backward():
+    import contextlib
+
+    from rev.core.integrators import RevEuler
+    from rev.core.reversible import AutocastState
+
+    # the correct inverse is refused before any test runs, with a hint at what to change
+    with pytest.raises(AssertionError, match="Swap the order"):
+        checks.check_swapped_inverse(RevEuler)
+    with pytest.raises(AssertionError, match="nullcontext"):
+        checks.check_autocast_sabotage(AutocastState.context)
+    with checks.forgetting_autocast():
+        assert isinstance(AutocastState("cpu", True, torch.bfloat16).context(), contextlib.nullcontext)
+    assert not isinstance(AutocastState("cpu", True, torch.bfloat16).context(), contextlib.nullcontext)
+
+
+def test_swapped_inverse_is_caught():
+    from rev.core.integrators import INTEGRATORS, RevEuler
+
+    class Swapped(RevEuler):
+        def inverse(self, state, call, h, layer, sub):
+            y, z = state
+            y = sub(y, call("F", z), h)
+            return (y, sub(z, call("G", y), h))
+
+    line = checks.check_swapped_inverse(Swapped)
+    assert "O(h^2.0)" in line and "caught by test_gradients_match_stored_twin_float64" in line
+    assert INTEGRATORS["reveuler"] is RevEuler  # the replacement ends with the check
+
+
+def test_verdict_and_takeaways_from_tables():
+    import pandas as pd
+
+    tests = pd.DataFrame(dict(nodeid=["a", "b"], outcome=["passed", "failed"], message=["", "boom"]))
+    assert list(checks.not_ok(tests)["nodeid"]) == ["b"]
+    with pytest.raises(AssertionError, match="b: failed boom"):
+        checks.require_all_passed(tests)
+    checks.require_all_passed(tests.iloc[:1])
+    grad = pd.DataFrame(dict(stream=["fp32", "fp64", "fixed"], rel_diff=[1e-8, 1e-16, 0.0]))
+    assert checks.stream_gap(grad)["decades"] == pytest.approx(8.0)
+    cos = pd.DataFrame(dict(stream=["fp32", "fp32", "fixed", "fixed"],
+                            variant=["correct", "forgets autocast"] * 2,
+                            cosine=[0.9999, 0.99, 1.0, 0.98], rel_diff=[1e-3, 1e-1, 1e-9, 1e-1]))
+    assert checks.caught_by_cosine(cos)
+    mem = pd.DataFrame({"residual": [1.0, 4.0], "residual_ckpt": [1.0, 2.0], "midpoint_rev": [1.0, 1.0],
+                        "reveuler_rev": [1.0, 1.0]}, index=pd.Index([2, 8], name="n_layer"))
+    text = checks.takeaways(tests, 3.0, grad, cos, mem, 10.0)
+    assert text.count("\n- ") == 4 and "x4.00 for residual" in text and "threshold catches" in text

@@ -10,7 +10,7 @@ import torch
 
 matplotlib.use("Agg")
 
-from rev.book import toy  # noqa: E402
+from rev.book import toy, toy_plots  # noqa: E402
 from rev.core.integrators import decode_state, get_integrator, integrate, invert  # noqa: E402
 
 REVERSIBLE = ("leapfrog", "reveuler")
@@ -131,7 +131,7 @@ def test_single_thread_restores():
 
 
 def test_explorer_figure_draws(field, x0):
-    fig = toy.explorer_figure(0.1, 8, "fixed", field, x0)
+    fig = toy_plots.explorer_figure(0.1, 8, "fixed", field, x0)
     assert len(fig.axes) == 2
     matplotlib.pyplot.close(fig)
 
@@ -161,3 +161,67 @@ def test_bad_names_and_depths(field, x0):
         toy.add_sub_check("fp32", ratio=0.0)
     with pytest.raises(ValueError):
         toy.make_tanh_field(dim=1)
+
+
+# --- exercise checks and takeaways of notebook 01 (rev.book.toy_lessons), figures (rev.book.toy_plots) --------
+
+def test_walks_are_named_apart_from_core_run_forward():
+    import rev.core.reversible as core
+
+    assert not hasattr(toy, "run_forward") and not hasattr(toy, "run_inverse")
+    assert hasattr(core, "run_forward")  # the GPT-block walk keeps its name; the toy one is `walk_forward`
+    states = toy.walk_forward("reveuler", toy.make_tanh_field(dim=4), toy.initial_points(3, 4), 0.1, 5, "fixed")
+    back = toy.walk_back("reveuler", toy.make_tanh_field(dim=4), states[-1], 0.1, 5, "fixed")
+    assert len(states) == len(back) == 6
+    assert all(torch.equal(a, b) for a, b in zip(back[-1], states[0]))
+
+
+def test_euler_exercise_check_passes_and_explains():
+    from rev.book.toy_lessons import check_euler_there_and_back
+
+    def right(x, f, h):
+        x1 = x + h * f(x)
+        return x1 - h * f(x1)
+
+    assert "slope 2.00" in check_euler_there_and_back(right)
+    with pytest.raises(AssertionError, match="slope 1.00"):
+        check_euler_there_and_back(lambda x, f, h: x + h * f(x))  # only the forward step
+    with pytest.raises(AssertionError, match="evaluating f at x1"):
+        check_euler_there_and_back(lambda x, f, h: x)
+
+
+def test_leapfrog_exercise_check_passes_and_names_the_mistake():
+    from rev.book.toy_lessons import check_leapfrog_inverse
+
+    assert "bit for bit" in check_leapfrog_inverse(lambda cur, nxt, f, h, sub: (sub(nxt, f(cur), 2 * h), cur))
+    with pytest.raises(AssertionError, match="coefficient"):
+        check_leapfrog_inverse(lambda cur, nxt, f, h, sub: (sub(nxt, f(cur), h), cur))
+    with pytest.raises(AssertionError, match="where f is evaluated"):
+        check_leapfrog_inverse(lambda cur, nxt, f, h, sub: (sub(nxt, f(nxt), 2 * h), cur))
+    with pytest.raises(AssertionError, match="int64"):
+        check_leapfrog_inverse(lambda cur, nxt, f, h, sub: (nxt - 2 * h * f(cur), cur))
+
+
+def test_survival_verdicts(field, x0):
+    from rev.book.toy_lessons import survival
+
+    verdict = survival(field, x0, 0.1, depth=16)["verdict"]
+    assert (verdict.xs("fixed", level="stream") == "bit for bit").all()
+    assert (verdict.xs("fp64", level="stream") == "below 1e-12").all()
+    assert (verdict.xs("fp32", level="stream") == "below 0.01").all()
+
+
+def test_takeaways_and_figures_from_small_runs(field, x0):
+    from rev.book.toy_lessons import takeaways
+
+    depth = {(n, s): toy.depth_study(n, field, x0, 0.1, [2, 8], s) for n in REVERSIBLE for s in toy.STREAMS}
+    step = {(n, s): toy.step_study(n, field, x0, [0.05, 0.2], 8, s) for n in REVERSIBLE for s in toy.STREAMS}
+    decay, osc = toy.parasitic_mode(1.0, 0.1, 40), toy.parasitic_mode(2j, 0.1, 40)
+    one = {s: toy.add_sub_check(s, 1.0, 2000) for s in toy.STREAMS}
+    text = takeaways(toy.euler_defect(field, x0, [1e-3, 1e-2]), {"fp64": [1e-17], "fixed": [0.0]}, one, depth, step,
+                     decay, osc, "smoke", 1.0)
+    assert text.count("\n- ") == 5 and "exactly 0 at every depth = True" in text and "nan" not in text
+    for fig in (toy_plots.band_panels(depth), toy_plots.band_panels(step),
+                toy_plots.parasitic_figure(decay, osc, [decay])):
+        assert len(fig.axes) >= 2
+        matplotlib.pyplot.close(fig)
