@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rev.book import bundle, report
+from rev.book import bundle
+from rev.book.results import load_runs
 from rev.__main__ import main
 from rev.engine.profiles import get_profile
 
@@ -72,8 +73,8 @@ def test_results_archive_leaves_checkpoints_out_and_merges_back(results, tmp_pat
     names = _names(out)
     assert "results/smoke/run1_baseline/summary.json" in names and "results/smoke/ARCHIVE.json" in names
     assert not [n for n in names if n.endswith("ckpt.pt")]
-    assert report.merge(out, tmp_path / "elsewhere") == [tmp_path / "elsewhere" / "smoke"]
-    assert report.load_runs(tmp_path / "elsewhere", "smoke")["device"].tolist() == ["CPU (cpu), fp32 compute"]
+    assert bundle.merge(out, tmp_path / "elsewhere") == [tmp_path / "elsewhere" / "smoke"]
+    assert load_runs(tmp_path / "elsewhere", "smoke")["device"].tolist() == ["CPU (cpu), fp32 compute"]
 
 
 def test_results_archive_leaves_large_files_out_and_says_so(results, tmp_path):

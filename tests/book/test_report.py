@@ -237,3 +237,40 @@ def test_merge_refuses_a_bad_archive_and_touches_nothing(results, tmp_path, kind
         merge(bad, results)
     assert _snapshot(results) == before
     assert not [p for p in results.iterdir() if p.name.startswith(".merge")]
+
+
+def test_loss_and_time_ranks_runs_and_says_who_wins(runs, results):
+    from rev.book.results import loss_and_time
+
+    table = loss_and_time(runs)
+    assert list(table["final_val_loss"]) == sorted(table["final_val_loss"])
+    base = _summary(results, "run1_baseline")
+    row = table.set_index("run").loc["run1_baseline"]
+    assert row["train_seconds"] == pytest.approx(base["tokens"] / base["tokens_per_s"])
+    assert f"**{table.iloc[0]['label']}**" in report.loss_and_time_summary(table)
+
+
+def test_stored_bytes_per_layer_is_the_slope_difference_per_layer(runs, results):
+    from rev.book.results import stored_bytes_per_layer
+
+    mb = runs.attrs["maxbatch"]
+    base, rev = _summary(results, "run1_baseline"), _summary(results, "run2_reversible_same_batch")
+    expected = (base["peak_memory_bytes"] - rev["peak_memory_bytes"]) / 8 / base["n_layer"]  # fixture: peak ∝ batch
+    got = stored_bytes_per_layer(mb["residual"]["probes"], mb["reveuler_rev"]["probes"], base["n_layer"])
+    assert got == pytest.approx(expected, rel=1e-3)
+    assert stored_bytes_per_layer([], mb["reveuler_rev"]["probes"], 2) is None
+
+
+def test_reconstruction_summary_and_exercise_checks(runs):
+    from rev.book import report_exercises as rx
+    from rev.book.results import stored_bytes_per_layer
+    from rev.core.reversible import RECON_LIMIT
+
+    text = report.reconstruction_summary(runs)
+    assert f"{RECON_LIMIT:g}" in text and "**fp32**" in text and "below the limit" in text
+    assert "bytes per layer per sequence" in rx.check_stored_bytes_per_layer(stored_bytes_per_layer)
+    rx.check_with_reconstruction_error(rx.with_reconstruction_error)
+    with pytest.raises(AssertionError, match="spread it over the layers"):
+        rx.check_stored_bytes_per_layer(lambda b, r, n: n * stored_bytes_per_layer(b, r, n))
+    removed, added = rx.changed_findings(runs, lambda df: rx.with_reconstruction_error(df, 1.0))
+    assert len(removed) == len(added) == 1 and "ABOVE" in added[0]

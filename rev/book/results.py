@@ -1,0 +1,383 @@
+"""Notebook 07 (and 03-06, `rev.book.report`, `rev.book.plots`): reading what the runs of a profile left behind.
+
+Reads ``results/<profile>/`` as the training notebooks leave it:
+
+    screening/<trunk>_h<h>_<stream>/   short runs of the integrator screening
+    screening.json                     the screening's rows, the chosen trunk and why
+    run1_baseline/ run1b_baseline_maxbatch/ run2_reversible_same_batch/ run3_reversible_max_batch/
+    run4_reversible_deep/              the main runs (`MAIN_RUNS`; each: config.json, log.csv, summary.json, ckpt.pt)
+    maxbatch.json                      the max-batch searches under one memory budget
+
+into one frame per profile (`load_runs`, `load_all`), and derives the numbers the report quotes from it: the
+headline comparisons, validation loss at equal tokens, the max batches found. Any run may be missing: every
+function uses what is there. The published reference figures (`published_reference`) are the only numbers
+here that were not measured, and they are labelled as such wherever they appear.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..engine.files import read_json
+from ..engine.profiles import MAIN_RUNS
+from ..engine.train import LOG_FIELDS
+
+MIB = 2**20
+BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
+SCREENING_DIR = "screening"
+MERGED_LOG = "MERGED.json"   # written by `bundle.merge`: which archives were unpacked into a profile folder
+PUBLISHED_SOURCE = "published, RTX 5070 Ti, bf16"
+
+COLUMNS = ["run", "role", "label", "screening", "chosen", "status", "device", "origin", "trunk", "h", "stream",
+           "n_layer", "batch_size", "steps", "planned_steps", "tokens", "lr", "lr_scaling", "n_params",
+           "final_train_loss", "final_val_loss", "unigram_val_loss", "tokens_per_s", "peak_memory_bytes",
+           "peak_memory_mib", "reconstruction_error", "wall_s", "torch", "world_size", "stopped_early", "path"]
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Reading run folders
+# -------------------------------------------------------------------------------------------------------------
+
+def read_json_or_note(path: Path, problems: list[str]) -> Any:
+    """A JSON file, None when it is absent; an unreadable one is noted in `problems` and read as absent, so
+    one damaged file does not keep the rest of a report from being written."""
+    if not path.exists():
+        return None
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        problems.append(f"{path.parent.name}/{path.name} (unreadable)")
+        return None
+
+
+def read_log(run_dir: str | Path) -> pd.DataFrame:
+    """A run's log.csv as numbers (val_loss is NaN except on evaluation steps); empty if there is none."""
+    path = Path(run_dir) / "log.csv"
+    if not path.exists():
+        return pd.DataFrame(columns=LOG_FIELDS, dtype=float)
+    log = pd.read_csv(path)
+    for c in LOG_FIELDS:
+        log[c] = pd.to_numeric(log[c], errors="coerce") if c in log else np.nan
+    return log[LOG_FIELDS]
+
+
+def _origin(profile_dir: Path) -> str:
+    merged = read_json_or_note(profile_dir / MERGED_LOG, [])
+    if isinstance(merged, list) and merged:
+        return f"merged from {merged[-1].get('archive', '?')}"
+    return "local"
+
+
+def _row_from_summary(summary: dict) -> dict:
+    row = {k: summary.get(k) for k in COLUMNS if k in summary}
+    row["status"] = "stopped early" if summary.get("stopped_early") else "complete"
+    return row
+
+
+def _row_from_log(run_dir: Path) -> dict | None:
+    """A run without summary.json (still running, or killed): what its config and log say so far."""
+    cfg = read_json_or_note(run_dir / "config.json", [])
+    log = read_log(run_dir)
+    if cfg is None and log.empty:
+        return None
+    cfg = cfg or {}
+    model, train = cfg.get("model", {}), cfg.get("train", {})
+    vals = log["val_loss"].dropna()
+    tail = log["loss"].tail(max(1, len(log) // 10))
+    return {"trunk": model.get("trunk", train.get("trunk")), "h": model.get("h"), "stream": model.get("stream"),
+            "n_layer": model.get("n_layer"), "batch_size": cfg.get("batch_size"), "steps": len(log),
+            "planned_steps": cfg.get("steps"), "tokens": int(log["tokens"].iloc[-1]) if len(log) else 0,
+            "lr": cfg.get("lr"), "lr_scaling": train.get("lr_scaling"),
+            "final_train_loss": float(tail.mean()) if len(tail) else None,
+            "final_val_loss": float(vals.iloc[-1]) if len(vals) else None,
+            "status": "incomplete (no summary.json)"}
+
+
+def _run_row(run_dir: Path, problems: list[str]) -> dict | None:
+    summary = read_json_or_note(run_dir / "summary.json", problems)
+    row = _row_from_summary(summary) if isinstance(summary, dict) else _row_from_log(run_dir)
+    if row is None:
+        return None
+    row["run"] = run_dir.name
+    row["path"] = str(run_dir)
+    return row
+
+
+def _screening_dirs(profile_dir: Path) -> list[Path]:
+    folder = profile_dir / SCREENING_DIR
+    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def _is_chosen(row: dict, chosen: dict | None) -> bool:
+    if not chosen:
+        return False
+    same_h = row.get("h") is not None and chosen.get("h") is not None and \
+        math.isclose(float(row["h"]), float(chosen["h"]))
+    same_stream = row.get("stream", "fp32") == chosen.get("stream", "fp32")
+    return row.get("trunk") == chosen.get("trunk") and same_h and same_stream
+
+
+def load_runs(results_root: str | Path, profile: str) -> pd.DataFrame:
+    """One row per run of `profile` found under `results_root` (main runs first, then screening runs, flagged).
+
+    The frame's ``attrs`` carry what is not a run: ``maxbatch`` (maxbatch.json or None), ``screening``
+    (screening.json or None), ``missing`` (main runs and files not found), ``profile`` and ``results_dir``.
+    """
+    profile_dir = Path(results_root) / profile
+    rows, missing = [], []
+    screening = read_json_or_note(profile_dir / "screening.json", missing) if profile_dir.is_dir() else None
+    chosen = screening.get("chosen") if isinstance(screening, dict) else None
+    origin = _origin(profile_dir) if profile_dir.is_dir() else "local"
+    for name, spec in MAIN_RUNS.items():
+        row = _run_row(profile_dir / name, missing) if (profile_dir / name).is_dir() else None
+        if row is None:
+            missing.append(name)
+            continue
+        rows.append({**row, "role": spec.role, "label": spec.label, "screening": False, "chosen": False})
+    for d in _screening_dirs(profile_dir):
+        row = _run_row(d, missing)
+        if row is not None:
+            rows.append({**row, "role": "screening", "label": d.name, "screening": True,
+                         "chosen": _is_chosen(row, chosen)})
+    maxbatch = read_json_or_note(profile_dir / "maxbatch.json", missing) if profile_dir.is_dir() else None
+    missing += [f for f, v in (("screening.json", screening), ("maxbatch.json", maxbatch))
+                if v is None and not any(m.endswith(f"{f} (unreadable)") for m in missing)]
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df["origin"] = origin
+    df["peak_memory_mib"] = pd.to_numeric(df["peak_memory_bytes"], errors="coerce") / MIB
+    for c in ("screening", "chosen"):
+        df[c] = df[c].astype(bool)
+    df.attrs.update(profile=profile, results_dir=str(results_root), maxbatch=maxbatch,
+                    screening=screening if isinstance(screening, dict) else None, missing=missing)
+    return df
+
+
+def load_all(results_root: str | Path) -> pd.DataFrame:
+    """The main runs of every profile folder under `results_root`, with `profile` and `device` columns:
+    CPU runs made here and GPU runs merged from Colab side by side."""
+    root = Path(results_root)
+    frames = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        df = load_runs(root, d.name)
+        df = df[~df["screening"]]
+        if len(df):
+            frames.append(df.assign(profile=d.name))
+    if not frames:
+        return pd.DataFrame(columns=["profile", *COLUMNS])
+    out = pd.concat([f.reset_index(drop=True) for f in frames], ignore_index=True)
+    out.attrs = {}
+    return out[["profile", *COLUMNS]]
+
+
+def main_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """Only the main runs (no screening), in workbook order."""
+    return df[~df["screening"].astype(bool)]
+
+
+def main_run(df: pd.DataFrame, name: str) -> pd.Series | None:
+    """The row of main run `name` (a `MAIN_RUNS` key), or None when it is missing."""
+    hit = df[(df["run"] == name) & ~df["screening"].astype(bool)]
+    return hit.iloc[0] if len(hit) else None
+
+
+def number(x: Any) -> float | None:
+    """A finite float, or None for missing/NaN values."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def format_value(value: Any, spec: str = "{:.3g}") -> str:
+    """`value` formatted with `spec`, or a dash when it is missing."""
+    v = number(value)
+    return "—" if v is None else spec.format(v)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# The published reference (the only typed-in numbers in this package's report)
+# -------------------------------------------------------------------------------------------------------------
+
+def published_reference() -> pd.DataFrame:
+    """The reference implementation's published GPU figures (RTX 5070 Ti, bf16), for comparison only.
+
+    Nothing here was measured by this workbook; every table that shows these says so in its `source` column.
+    """
+    rows = [
+        ("peak_memory", "peak memory at the same batch", 3.22, 1.16, "GiB"),
+        ("max_batch", "max batch under one memory budget", 152, 432, "sequences"),
+        ("tokens_per_s", "training throughput", 243_000, 157_000, "tokens/s"),
+        ("val_loss", "validation loss at equal tokens", 1.849, 1.890, "nats/token"),
+    ]
+    df = pd.DataFrame(rows, columns=["key", "quantity", "baseline", "reversible", "unit"])
+    df["ratio"] = df["reversible"] / df["baseline"]
+    df["source"] = PUBLISHED_SOURCE
+    return df[["key", "quantity", "baseline", "reversible", "ratio", "unit", "source"]]
+
+
+def _published_ratio(key: str) -> float | None:
+    ref = published_reference().set_index("key")
+    return float(ref.loc[key, "ratio"]) if key in ref.index else None
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Derived comparisons
+# -------------------------------------------------------------------------------------------------------------
+
+def val_loss_at(run_dir: str | Path, tokens: float) -> float | None:
+    """Validation loss after `tokens` training tokens, interpolated linearly between the run's evaluations.
+
+    Two runs with different batches evaluate at different token counts; interpolating puts them on one
+    x value instead of comparing one run's last evaluation with another run's much earlier one.
+    None when `tokens` lies outside the evaluated range.
+    """
+    evals = read_log(run_dir).dropna(subset=["val_loss"]).sort_values("tokens")
+    if not len(evals):
+        return None
+    t, v = evals["tokens"].to_numpy(float), evals["val_loss"].to_numpy(float)
+    if tokens < t[0] or tokens > t[-1]:
+        return None
+    return float(np.interp(tokens, t, v))
+
+
+def equal_tokens_val(a: pd.Series, b: pd.Series) -> tuple[int, float, float] | None:
+    """(tokens, val loss of a, val loss of b) at the token count both runs reached (the smaller final count)."""
+    tokens = min(number(a["tokens"]) or 0, number(b["tokens"]) or 0)
+    if tokens <= 0:
+        return None
+    va, vb = val_loss_at(a["path"], tokens), val_loss_at(b["path"], tokens)
+    if va is None or vb is None:
+        return None
+    return int(tokens), va, vb
+
+
+def main_reversible_trunk(df: pd.DataFrame, maxbatch: dict | None = None) -> str | None:
+    """The name of the reversible trunk the main runs use: the screening's choice, else run2's trunk, else
+    the first reversible search in maxbatch.json."""
+    scr = df.attrs.get("screening") or {}
+    if isinstance(scr.get("chosen"), dict) and scr["chosen"].get("trunk"):
+        return scr["chosen"]["trunk"]
+    for name in (REV, REV_MAX, REV_DEEP):
+        r = main_run(df, name)
+        if r is not None and r["trunk"]:
+            return str(r["trunk"])
+    others = [k for k, v in (maxbatch or {}).items() if k not in ("residual", "deep") and isinstance(v, dict)]
+    return others[0] if others else None
+
+
+def max_batches_found(maxbatch: dict | None, rev_trunk: str | None) -> tuple[int, int, int] | None:
+    """(baseline max batch, reversible max batch, budget bytes) as recorded in maxbatch.json, or None."""
+    if not maxbatch or "residual" not in maxbatch:
+        return None
+    rev = maxbatch.get(rev_trunk) if rev_trunk else None
+    if not isinstance(rev, dict):
+        return None
+    budget = maxbatch.get("budget_bytes") or maxbatch["residual"].get("budget_bytes")
+    return int(maxbatch["residual"]["batch"]), int(rev["batch"]), int(budget or 0)
+
+
+def maxbatch_of(df: pd.DataFrame, maxbatch: dict | None = None) -> dict | None:
+    """`maxbatch` when given, else the maxbatch.json `load_runs` read."""
+    return maxbatch if maxbatch is not None else df.attrs.get("maxbatch")
+
+
+def deep_search(mb: dict | None) -> dict | None:
+    """The depth search ('deep' in maxbatch.json), if one ran."""
+    deep = (mb or {}).get("deep")
+    return deep if isinstance(deep, dict) else None
+
+
+def deep_capped(search: dict | None) -> bool:
+    """True when the depth search stopped at its layer cap (`deep_max_layers`) rather than at the budget:
+    the deepest model that fits is then deeper than the one trained."""
+    return bool(search) and search.get("max_layers") is not None and search.get("n_layer") == search["max_layers"]
+
+
+def unigram_loss(df: pd.DataFrame) -> float | None:
+    """The context-free loss recorded by the main runs (they all read the same corpus)."""
+    vals = pd.to_numeric(main_runs(df).get("unigram_val_loss", pd.Series(dtype=float)), errors="coerce").dropna()
+    return float(vals.iloc[0]) if len(vals) else None
+
+
+def _get(row: pd.Series | None, col: str) -> Any:
+    return None if row is None else row.get(col)
+
+
+def headline(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
+    """The quotable table: one row per comparison, baseline vs reversible, their ratio, and the published ratio.
+
+    Rows are always the same (values are NaN where a run is missing); `report.format_headline` renders it.
+    """
+    mb = maxbatch_of(df, maxbatch)
+    base, rev = main_run(df, BASE), main_run(df, REV)
+    base_max, rev_max, deep = main_run(df, BASE_MAX), main_run(df, REV_MAX), main_run(df, REV_DEEP)
+    rows: list[tuple] = []
+
+    def add(key: str, quantity: str, b: Any, r: Any, runs: str) -> None:
+        b, r = number(b), number(r)
+        ratio = r / b if b not in (None, 0) and r is not None else None
+        rows.append((key, quantity, b, r, ratio, _published_ratio(key), runs))
+
+    same = f"{BASE} vs {REV}"
+    eq = equal_tokens_val(base, rev) if base is not None and rev is not None else None
+    add("val_loss", f"validation loss at {eq[0]:,} tokens" if eq else "validation loss at equal tokens",
+        eq[1] if eq else None, eq[2] if eq else None, same)
+    batch = number(base["batch_size"]) if base is not None else None
+    at = f"at batch {int(batch)}" if batch else "at the same batch"
+    add("peak_memory", f"peak memory {at} (MiB)", _get(base, "peak_memory_mib"), _get(rev, "peak_memory_mib"), same)
+    mbs = max_batches_found(mb, main_reversible_trunk(df, mb))
+    budget = f"under {mbs[2] / MIB:,.0f} MiB" if mbs and mbs[2] else "under one budget"
+    add("max_batch", f"max batch {budget}", mbs[0] if mbs else None, mbs[1] if mbs else None, "maxbatch.json")
+    add("tokens_per_s", f"tokens/s {at}", _get(base, "tokens_per_s"), _get(rev, "tokens_per_s"), same)
+    add("reconstruction_error", "reconstruction error of the trained trunk (relative)", None,
+        _get(rev, "reconstruction_error"), REV)
+    eqm = equal_tokens_val(base_max, rev_max) if base_max is not None and rev_max is not None else None
+    add("val_loss_max_batch", f"validation loss at max batch, {eqm[0]:,} tokens" if eqm else
+        "validation loss at max batch", eqm[1] if eqm else None, eqm[2] if eqm else None, f"{BASE_MAX} vs {REV_MAX}")
+    add("tokens_per_s_max_batch", "tokens/s at max batch", _get(base_max, "tokens_per_s"),
+        _get(rev_max, "tokens_per_s"), f"{BASE_MAX} vs {REV_MAX}")
+    search = deep_search(mb)
+    deep_layers = _get(deep, "n_layer")
+    if deep_layers is None and search:
+        deep_layers = search.get("n_layer")
+    cap = f" (search capped at {search['max_layers']})" if deep_capped(search) else ""
+    add("deep_layers", f"layers within the baseline's memory, {at}{cap}", _get(base, "n_layer"), deep_layers,
+        f"{BASE} vs {REV_DEEP}")
+    return pd.DataFrame(rows, columns=["key", "quantity", "baseline", "reversible", "ratio", "published_ratio",
+                                       "runs"])
+
+
+def loss_and_time(df: pd.DataFrame) -> pd.DataFrame:
+    """Per main run: the tokens it trained on, its final validation loss, and the seconds of training that took
+    (tokens / tokens_per_s: optimizer steps only, evaluation left out), sorted by final validation loss."""
+    rows = []
+    for _, r in main_runs(df).iterrows():
+        tokens, tps = number(r["tokens"]), number(r["tokens_per_s"])
+        rows.append({"run": r["run"], "label": r["label"], "batch": number(r["batch_size"]),
+                     "layers": number(r["n_layer"]), "tokens": tokens, "final_val_loss": number(r["final_val_loss"]),
+                     "train_seconds": tokens / tps if tokens and tps else None})
+    out = pd.DataFrame(rows, columns=["run", "label", "batch", "layers", "tokens", "final_val_loss", "train_seconds"])
+    return out.sort_values("final_val_loss", na_position="last").reset_index(drop=True)
+
+
+def per_sequence_bytes(probes: list[dict] | None) -> float | None:
+    """What one more sequence in the batch adds to the peak: the least-squares slope of measured peak bytes
+    against batch over a search's probes (None with fewer than two distinct batches measured)."""
+    pts = [(p["batch"], p["peak_bytes"]) for p in probes or [] if p.get("peak_bytes")]
+    if len({b for b, _ in pts}) < 2:
+        return None
+    b, peak = np.array(pts, dtype=float).T
+    return float(np.polyfit(b, peak, 1)[0])
+
+
+def stored_bytes_per_layer(base_probes: list[dict] | None, rev_probes: list[dict] | None,
+                           n_layer: int) -> float | None:
+    """Bytes per sequence per layer that the residual trunk keeps for its backward and the reversible one does
+    not: the difference of the two searches' per-sequence slopes, spread over the `n_layer` layers."""
+    sb, sr = per_sequence_bytes(base_probes), per_sequence_bytes(rev_probes)
+    return None if sb is None or sr is None or not n_layer else (sb - sr) / n_layer
