@@ -8,8 +8,10 @@ import math
 import pytest
 import torch
 
-from rev import GPT, GPTConfig
+from rev import GPT, GPTConfig, TRUNKS
 from rev.chapters import adaptive as A
+from rev.core import reversible
+from rev.engine import profiles
 
 V, T, L, D = 64, 16, 8, 32
 
@@ -347,3 +349,26 @@ def test_uniform_layout_and_frontier_verdict():
     v = A.frontier_verdict(rows)
     assert [p["grad"] for p in v["points"]] == ["win", "tie"] and [p["recon"] for p in v["points"]] == ["tie", "tie"]
     assert v["grad_win"] == 1 and v["recon_tie"] == 2
+
+
+# --- sizes and the notebook's exercises ------------------------------------------------------------------------------
+
+def test_chapter_sizes_come_from_profiles_and_h_from_the_trunk_spec():
+    for name in ("smoke", "cpu", "t4", "full"):
+        sizes = A.chapter_sizes(name)
+        assert sizes == A.ChapterSizes(**profiles.CHAPTER_SIZES["adaptive"][name])
+    sizes = A.chapter_sizes("smoke")
+    for trunk in ("reveuler_rev", "midpoint_rev"):
+        assert A.model_config(sizes, V, trunk).h == TRUNKS[trunk].h
+
+
+def test_exercise_checks_refuse_wrong_answers_and_restore_the_function():
+    with pytest.raises(AssertionError, match="boundary 0"):
+        A.check_span_tops(lambda n_layer, keep: [n_layer] * n_layer)      # ignores the kept states
+    with pytest.raises(AssertionError, match="still restarts"):
+        A.check_no_restart(lambda function: function)                      # nothing broken
+    real = reversible.ReversibleFunction
+    with pytest.raises(RuntimeError):
+        with A.trunk_function(object):
+            raise RuntimeError("inside")
+    assert reversible.ReversibleFunction is real
