@@ -14,7 +14,7 @@ from ..engine.profiles import resolve_profile_name
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 SEQUENCE = (
-    "00_setup", "01_integrator_theory", "02_tests", "03_screening", "04_run1_baseline",
+    "00_setup", "01_integrator_theory", "01b_build_the_backward", "02_tests", "03_screening", "04_run1_baseline",
     "05_run2_reversible_same_batch", "06_run3_reversible_max_batch", "07_report",
     "08_training_irreversibility", "09_adaptive_checkpointing", "10_finetune_trace_rollback",
 )
