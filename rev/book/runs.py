@@ -1,32 +1,26 @@
-"""The workbook's runs: names, folders, the integrator screening, max-batch and depth searches, and a live
-loss plot. The run notebooks (03-06) call these, so each notebook is a few lines of narration and one call.
+"""Notebooks 03-06 (screening, runs 1 to 4): the integrator screening, the workbook's main runs, the max-batch
+and depth searches, and what the notebooks show of them (a live loss plot, tables, figures, takeaways). Each
+run notebook is narration around a few calls into this module.
 
 Layout under `results/<profile>/`:
   screening/<trunk>_h<h>_<stream>/, screening.json
-  run1_baseline/, run1b_baseline_maxbatch/, run2_reversible_same_batch/, run3_reversible_max_batch/,
-  run4_reversible_deep/, maxbatch.json
+  one folder per main run (`rev.engine.profiles.MAIN_RUNS`: run1_baseline ... run4_reversible_deep), maxbatch.json
 """
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.maxbatch import MaxBatch, Probe, _fits, find_max_batch, largest_fitting, profile_model_config
-from ..engine.device import amp_dtype, pick_device
-from ..engine.profiles import get_profile
-from .report import read_log
-from ..engine.files import write_json
+from ..core.reversible import RECON_LIMIT
+from ..engine.device import pick_device
+from ..engine.files import read_json, write_json
+from ..engine.maxbatch import (MaxDepth, cuda_budget, find_max_batch, find_max_depth, measure_memory_line,
+                               profile_model_config)
+from ..engine.profiles import MAIN_RUNS, get_profile
 from ..engine.train import TrainConfig, train
+from .results import deep_capped, read_log
 
-RUNS = {
-    "run1_baseline": "residual at the profile's batch",
-    "run1b_baseline_maxbatch": "residual at its own max batch under the memory budget",
-    "run2_reversible_same_batch": "the screened reversible trunk at the profile's batch",
-    "run3_reversible_max_batch": "the screened reversible trunk at its max batch under the same budget",
-    "run4_reversible_deep": "the deepest reversible model that fits the baseline's memory at the baseline's batch",
-}
-RECON_LIMIT = 1e-2        # a screened candidate must reconstruct its input at least this well
 LOSS_TIE = 0.02           # validation losses closer than this (nats) count as a tie
 
 
@@ -80,6 +74,20 @@ def train_run(name: str, profile: str, results: str | Path = "results", data_dir
                              progress=progress, **overrides))
 
 
+def main_run_dirs(results: str | Path, profile: str, names: list[str]) -> dict[str, Path]:
+    """{legend label: folder} of main runs (`MAIN_RUNS`), ready for `plot_runs`."""
+    return {MAIN_RUNS[n].label: profile_dir(results, profile) / n for n in names}
+
+
+def load_or_train_baseline(profile: str, results: str | Path = "results", data_dir: str | Path = "data",
+                           seed: int = 0) -> dict:
+    """Run 1's summary; trained first when missing (a notebook opened on its own)."""
+    path = profile_dir(results, profile) / "run1_baseline" / "summary.json"
+    if path.exists():
+        return read_json(path)
+    return train_run("run1_baseline", profile, results, data_dir, trunk="residual", seed=seed)
+
+
 # --- screening -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -106,12 +114,18 @@ def screening_candidates(profile: str = "cpu") -> list[Candidate]:
     return out
 
 
+def screening_tokens(profile: str) -> int:
+    """Tokens of one screening run: the profile's screening fraction of its budget, at least one batch."""
+    prof = get_profile(profile)
+    return max(prof.batch_size * prof.seq_len, int(prof.train_tokens * prof.screening_fraction))
+
+
 def screen(profile: str, results: str | Path = "results", data_dir: str | Path = "data",
            candidates: list[Candidate] | None = None, progress: bool = True) -> dict:
-    """Short runs of every candidate (the profile's screening fraction of its token budget); picks the
-    reversible candidate used by the assignment runs and says why. Writes screening.json."""
+    """Short runs of every candidate (`screening_tokens` each); picks the reversible candidate used by the
+    assignment runs and says why. Writes screening.json."""
     prof = get_profile(profile)
-    tokens = max(prof.batch_size * prof.seq_len, int(prof.train_tokens * prof.screening_fraction))
+    tokens = screening_tokens(profile)
     rows = []
     for c in candidates or screening_candidates(profile):
         s = train_run(f"screening/{c.name}", profile, results, data_dir, progress=progress,
@@ -125,24 +139,40 @@ def screen(profile: str, results: str | Path = "results", data_dir: str | Path =
     return result
 
 
-def choose(rows: list[dict]) -> tuple[dict, str]:
+def reconstructs(row: dict, recon_limit: float = RECON_LIMIT) -> bool:
+    """A reversible candidate whose trained trunk rebuilt its input within `recon_limit`."""
+    return row["trunk"].endswith("_rev") and row["reconstruction_error"] is not None \
+        and row["reconstruction_error"] <= recon_limit
+
+
+def _tied(ok: list[dict]) -> list[dict]:
+    best = min(r["val_loss"] for r in ok)
+    return [r for r in ok if r["val_loss"] <= best + LOSS_TIE]
+
+
+def _pick(tied: list[dict]) -> dict:
+    # an fp32 stream first (half the state memory of fp64, no integer conversions), then the faster one
+    return max(tied, key=lambda r: (r["stream"] == "fp32", r["tokens_per_s"]))
+
+
+def choose(rows: list[dict], recon_limit: float = RECON_LIMIT) -> tuple[dict, str]:
     """Lowest validation loss among reversible candidates that reconstruct well; within a tie, an fp32
     stream (half the state memory of fp64 and no integer conversions), then the faster one, so the choice
     never pays for precision it does not need."""
     rev = [r for r in rows if r["trunk"].endswith("_rev")]
-    ok = [r for r in rev if r["reconstruction_error"] is not None and r["reconstruction_error"] <= RECON_LIMIT]
+    ok = [r for r in rev if reconstructs(r, recon_limit)]
     if not ok:
         raise ValueError("no reversible candidate reconstructed its input within "
-                         f"{RECON_LIMIT}; use the fp64 or fixed stream or a smaller h")
+                         f"{recon_limit}; use the fp64 or fixed stream or a smaller h")
+    tied = _tied(ok)
     best = min(r["val_loss"] for r in ok)
-    tied = [r for r in ok if r["val_loss"] <= best + LOSS_TIE]
-    pick = max(tied, key=lambda r: (r["stream"] == "fp32", r["tokens_per_s"]))
+    pick = _pick(tied)
     base = next((r for r in rows if r["trunk"] == "residual"), None)
     reason = (f"{pick['name']} reached validation loss {pick['val_loss']:.3f} "
               f"(best reversible {best:.3f}; {len(tied)} candidate(s) within {LOSS_TIE} nats), is the fastest "
               f"{'fp32-stream ' if pick['stream'] == 'fp32' else ''}one among those at {pick['tokens_per_s']:.0f} "
               f"tokens/s, and rebuilt its input with relative "
-              f"error {pick['reconstruction_error']:.1e} (limit {RECON_LIMIT:g})")
+              f"error {pick['reconstruction_error']:.1e} (limit {recon_limit:g})")
     if base:
         reason += f"; the baseline reached {base['val_loss']:.3f}"
     excluded = [r["name"] for r in rev if r not in ok]
@@ -151,11 +181,26 @@ def choose(rows: list[dict]) -> tuple[dict, str]:
     return {"trunk": pick["trunk"], "h": pick["h"], "stream": pick["stream"]}, reason
 
 
+def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):
+    """Each reversible candidate's fate under `choose`: within the reconstruction limit, in the loss tie,
+    picked."""
+    import pandas as pd
+
+    rev = [r for r in rows if r["trunk"].endswith("_rev")]
+    ok = [r for r in rev if reconstructs(r, recon_limit)]
+    tied = _tied(ok) if ok else []
+    pick = _pick(tied)["name"] if tied else None
+    return pd.DataFrame([{"name": r["name"], "stream": r["stream"], "val_loss": r["val_loss"],
+                          "reconstruction_error": r["reconstruction_error"],
+                          "within_limit": r in ok, "in_tie": r in tied, "picked": r["name"] == pick}
+                         for r in rev]).set_index("name")
+
+
 def chosen_reversible(profile: str, results: str | Path = "results") -> tuple[dict, str]:
     """The screened choice, or the default (reveuler_rev, h=1, fp32) when screening has not run."""
     path = profile_dir(results, profile) / "screening.json"
     if path.exists():
-        s = json.loads(path.read_text())
+        s = read_json(path)
         return s["chosen"], s["reason"]
     return ({"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"},
             f"no screening results in {path}: using the default reveuler_rev, h=1.0, fp32")
@@ -163,51 +208,58 @@ def chosen_reversible(profile: str, results: str | Path = "results") -> tuple[di
 
 # --- max batch and depth under one memory budget ---------------------------------------------------------
 
-def max_batches(profile: str, trunks: list[dict], results: str | Path = "results", device: str = "auto",
-                budget_bytes: int | None = None, progress: bool = True) -> dict:
-    """Max batch of each trunk under the same budget (the profile's CPU budget; on CUDA, free memory).
-    Merges into maxbatch.json."""
-    prof = get_profile(profile)
-    dev = pick_device(device)
-    if budget_bytes is None and dev.type != "cuda":
-        budget_bytes = prof.cpu_mem_budget
+def _merge_maxbatch(profile: str, results: str | Path, entries: dict) -> dict:
     path = profile_dir(results, profile) / "maxbatch.json"
-    out = json.loads(path.read_text()) if path.exists() else {}
-    for t in trunks:
-        cfg = profile_model_config(prof.name, t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
-        res = find_max_batch(cfg, budget_bytes, device, start=prof.batch_size, progress=progress)
-        out[t["trunk"]] = res.to_dict()
-        out["budget_bytes"] = res.budget_bytes
+    out = (read_json(path) if path.exists() else {}) | entries
     write_json(path, out)
     return out
 
 
-def deepest_fitting(profile: str, trunk: dict, batch: int, budget_bytes: int, max_layers: int,
-                    device: str = "auto", results: str | Path = "results", progress: bool = True) -> MaxBatch:
-    """Deepest `trunk` (up to `max_layers`) whose training step at `batch` fits `budget_bytes`, by doubling
-    then bisection on the layer count, each probe a measured real step. Merged into maxbatch.json as 'deep'."""
-    from tqdm.auto import tqdm
+def memory_budget(profile: str, device: str = "auto") -> int:
+    """The byte budget the max-batch searches use: the profile's CPU budget, or on CUDA 90% of what is free."""
+    dev = pick_device(device)
+    return cuda_budget(dev) if dev.type == "cuda" else get_profile(profile).cpu_mem_budget
+
+
+def predict_max_batches(profile: str, trunks: list[dict], budget_bytes: int, device: str = "auto"):
+    """Before any search: each trunk's step peak measured at two batches (a quarter of the profile's batch and
+    the batch itself), the straight line through them, and the max batch that line predicts."""
+    import pandas as pd
 
     prof = get_profile(profile)
-    dev = pick_device(device)
-    dtype = amp_dtype(dev, "auto")
-    res = MaxBatch(trunk["trunk"], 0, budget_bytes)
-    bar = tqdm(desc="deepest fitting model", disable=not progress, unit="probe")
+    b1, b2 = max(1, prof.batch_size // 4), prof.batch_size
+    rows = {}
+    for t in trunks:
+        cfg = profile_model_config(prof.name, t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        line = measure_memory_line(cfg, b1, b2, device)
+        rows[t["trunk"]] = {"static_MiB": line.static_bytes / 2**20, "MiB_per_sequence": line.bytes_per_sequence / 2**20,
+                            "predicted_max_batch": line.max_batch(budget_bytes)}
+    return pd.DataFrame(rows).T
 
-    def fits(n_layer: int) -> bool:
-        cfg = profile_model_config(prof.name, trunk["trunk"], n_layer, trunk.get("h"), trunk.get("stream", "fp32"))
-        p = _fits(cfg, batch, dev, dtype, budget_bytes)
-        res.probes.append(Probe(n_layer, p.peak_bytes, p.fits))  # Probe.batch holds the layer count here
-        bar.update()
-        return p.fits
 
-    lo = largest_fitting(fits, prof.n_layer, max_layers)
-    bar.close()
-    res.batch = lo
-    path = profile_dir(results, profile) / "maxbatch.json"
-    out = json.loads(path.read_text()) if path.exists() else {}
-    out["deep"] = {**res.to_dict(), "n_layer": lo, "batch": batch, "max_layers": max_layers}
-    write_json(path, out)
+def search_max_batches(profile: str, trunks: list[dict], results: str | Path = "results", device: str = "auto",
+                       budget_bytes: int | None = None, progress: bool = True) -> dict:
+    """Search the max batch of each trunk under the same budget (default `memory_budget`). Merges into
+    maxbatch.json and returns its contents."""
+    prof = get_profile(profile)
+    budget_bytes = memory_budget(profile, device) if budget_bytes is None else budget_bytes
+    found = {}
+    for t in trunks:
+        cfg = profile_model_config(prof.name, t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        res = find_max_batch(cfg, budget_bytes, device, start=prof.batch_size, progress=progress)
+        found[t["trunk"]] = res.to_dict()
+        found["budget_bytes"] = res.budget_bytes
+    return _merge_maxbatch(profile, results, found)
+
+
+def search_max_depth(profile: str, trunk: dict, batch: int, budget_bytes: int, max_layers: int,
+                     device: str = "auto", results: str | Path = "results", progress: bool = True) -> MaxDepth:
+    """Deepest `trunk` (up to `max_layers`) whose training step at `batch` fits `budget_bytes`, each probe a
+    measured real step. Merged into maxbatch.json as 'deep'."""
+    cfg = profile_model_config(get_profile(profile).name, trunk["trunk"], None, trunk.get("h"),
+                               trunk.get("stream", "fp32"))
+    res = find_max_depth(cfg, batch, budget_bytes, max_layers, device, progress=progress)
+    _merge_maxbatch(profile, results, {"deep": res.to_dict()})
     return res
 
 
@@ -242,11 +294,30 @@ def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a
 
 
 def model_profile(run_dir: str | Path) -> str:
-    return json.loads((Path(run_dir) / "config.json").read_text())["profile"]["name"]
+    return read_json(Path(run_dir) / "config.json")["profile"]["name"]
 
 
-def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10):
-    """Training loss (a `smooth`-step running mean) and validation loss against tokens, one colour per run."""
+def loss_levels(summary: dict) -> dict[str, float]:
+    """Reference losses for a run's curve: a uniform guess over the vocabulary (ln V, where an untrained model
+    starts) and the context-free (unigram) model (where learning token counts alone gets)."""
+    return {"uniform guess (ln V)": math.log(summary["model_config"]["vocab_size"]),
+            "context-free (unigram)": summary["unigram_val_loss"]}
+
+
+def curve_landmarks(run_dir: str | Path, summary: dict, smooth: int = 10) -> dict:
+    """Where a run's loss curve started and ended against `loss_levels`, and the tokens it took for the
+    (`smooth`-step mean) training loss to first go below the context-free line (None: it never did)."""
+    log = read_log(run_dir)
+    levels = loss_levels(summary)
+    below = log.loc[log["loss"].rolling(smooth, min_periods=1).mean() < levels["context-free (unigram)"], "tokens"]
+    return {"first training loss": float(log["loss"].iloc[0]), **levels,
+            "final validation loss": summary["final_val_loss"],
+            "tokens to the context-free line": int(below.iloc[0]) if len(below) else None}
+
+
+def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, levels: dict[str, float] | None = None):
+    """Training loss (a `smooth`-step running mean) and validation loss against tokens, one colour per run;
+    `levels` adds labelled horizontal reference lines (e.g. `loss_levels`)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -256,7 +327,120 @@ def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10):
                 label=f"{label} (train)")
         val = log.dropna(subset=["val_loss"])
         ax.plot(val["tokens"], val["val_loss"], "o--", color=color, ms=4, label=f"{label} (validation)")
+    for (label, y), ls in zip((levels or {}).items(), (":", "-.", "--")):
+        ax.axhline(y, color="k", lw=1, ls=ls, label=f"{label}: {y:.2f}")
     ax.set(xlabel="tokens", ylabel="loss", title=title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_screening(rows: list[dict]):
+    """Validation loss, speed and reconstruction error of each screening run, one bar each (the fixed stream's
+    error of exactly 0 has no bar on the log axis)."""
+    import matplotlib.pyplot as plt
+
+    names = [r["name"] for r in rows]
+    colors = ["tab:gray" if r["trunk"] == "residual" else ("tab:blue" if r["trunk"].startswith("midpoint")
+                                                           else "tab:orange") for r in rows]
+    val = [r["val_loss"] for r in rows]
+    recon = [r["reconstruction_error"] if r["reconstruction_error"] else float("nan") for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    axes[0].barh(names, val, color=colors)
+    axes[0].set(xlabel="validation loss", xlim=(min(val) * 0.97, max(val) * 1.01))
+    axes[1].barh(names, [r["tokens_per_s"] for r in rows], color=colors)
+    axes[1].set(xlabel="tokens / s")
+    axes[2].barh(names, recon, color=colors)
+    axes[2].axvline(RECON_LIMIT, color="k", ls="--", lw=1, label=f"limit {RECON_LIMIT:g}")
+    axes[2].set(xscale="log", xlabel="relative reconstruction error (log)")
+    axes[2].legend(fontsize=8)
+    for ax in axes[1:]:
+        ax.set_yticklabels([])
+    fig.tight_layout()
+    return fig
+
+
+def plot_memory_speed(summaries: dict[str, dict]):
+    """Peak step memory and tokens/s of runs side by side ({label: summary})."""
+    import matplotlib.pyplot as plt
+
+    colors = ["tab:gray", "tab:orange", "tab:blue", "tab:green"][:len(summaries)]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    axes[0].bar(list(summaries), [s["peak_memory_bytes"] / 2**20 for s in summaries.values()], color=colors)
+    axes[0].set(ylabel="peak MiB of a training step")
+    axes[1].bar(list(summaries), [s["tokens_per_s"] for s in summaries.values()], color=colors)
+    axes[1].set(ylabel="tokens / s")
+    fig.tight_layout()
+    return fig
+
+
+# --- takeaways: Markdown computed from the results --------------------------------------------------------
+
+def _bullets(lines: list[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def screening_takeaways(result: dict) -> str:
+    rows, chosen = result["runs"], result["chosen"]
+    base = next(r for r in rows if r["trunk"] == "residual")
+    rev = [r for r in rows if r["trunk"] != "residual"]
+    best = min(rev, key=lambda r: r["val_loss"])
+    fixed = [r for r in rev if r["stream"] == "fixed"]
+    exact = sum(r["reconstruction_error"] == 0 for r in fixed)
+    over = [r["name"] for r in rev if not reconstructs(r)]
+    return _bullets([
+        f"Best reversible candidate: `{best['name']}` at {best['val_loss']:.3f} vs the baseline's "
+        f"{base['val_loss']:.3f} ({best['val_loss'] - base['val_loss']:+.3f} nats) after {result['tokens']:,} tokens.",
+        f"Fixed-point streams rebuilt their input exactly in {exact} of {len(fixed)} runs; "
+        + (f"over the {RECON_LIMIT:g} limit: {', '.join(over)}." if over else
+           f"every candidate stayed within the {RECON_LIMIT:g} reconstruction limit."),
+        f"The assignment runs use `{chosen['trunk']}` with h={chosen['h']:g} on an {chosen['stream']} stream.",
+    ])
+
+
+def baseline_takeaways(run1: dict) -> str:
+    uniform, unigram = loss_levels(run1).values()
+    return _bullets([
+        f"The baseline reached validation loss {run1['final_val_loss']:.3f} after {run1['tokens']:,} tokens "
+        f"({run1['steps']} steps of {run1['batch_size']} x {run1['model_config']['seq_len']} tokens).",
+        f"An untrained model scores the uniform guess ln V = {uniform:.2f}; the baseline ended "
+        f"{unigram - run1['final_val_loss']:+.3f} nats below the context-free line ({unigram:.3f}): positive "
+        f"means it uses context.",
+        f"One training step at batch {run1['batch_size']} peaked at {run1['peak_memory_bytes'] / 2**20:.1f} MiB; "
+        f"it trained at {run1['tokens_per_s']:,.0f} tokens/s.",
+    ])
+
+
+def same_batch_takeaways(run1: dict, run2: dict) -> str:
+    mem = run2["peak_memory_bytes"] / run1["peak_memory_bytes"]
+    speed = run2["tokens_per_s"] / run1["tokens_per_s"]
+    return _bullets([
+        f"At batch {run2['batch_size']} the reversible trunk peaked at {mem:.2f}x the baseline's memory "
+        f"({run2['peak_memory_bytes'] / 2**20:.1f} vs {run1['peak_memory_bytes'] / 2**20:.1f} MiB).",
+        f"It trained at {speed:.2f}x the baseline's speed ({run2['tokens_per_s']:,.0f} vs "
+        f"{run1['tokens_per_s']:,.0f} tokens/s).",
+        f"Validation loss {run2['final_val_loss']:.3f} vs {run1['final_val_loss']:.3f} "
+        f"({run2['final_val_loss'] - run1['final_val_loss']:+.3f} nats) at equal tokens.",
+        f"The trained trunk rebuilds its input with relative error {run2['reconstruction_error']:.1e} "
+        f"(limit {RECON_LIMIT:g}).",
+    ])
+
+
+def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: MaxDepth) -> str:
+    """`runs`: the summaries of run1_baseline, run1b_baseline_maxbatch, run3_reversible_max_batch and
+    run4_reversible_deep, by name."""
+    b_base, b_rev = mb["residual"]["batch"], mb[chosen["trunk"]]["batch"]
+    run1, run1b = runs["run1_baseline"], runs["run1b_baseline_maxbatch"]
+    run3, run4 = runs["run3_reversible_max_batch"], runs["run4_reversible_deep"]
+    unigram = f"; a context-free model scores {run3['unigram_val_loss']:.3f}" if run3.get("unigram_val_loss") else ""
+    capped = " (the search's cap, not the memory limit)" if deep_capped(deep.to_dict()) else ""
+    return _bullets([
+        f"Under {mb['budget_bytes'] / 2**20:.0f} MiB the reversible trunk fits batch {b_rev} against the "
+        f"baseline's {b_base}: {b_rev / b_base:.2f}x.",
+        f"At their max batches: validation loss {run3['final_val_loss']:.3f} (reversible) vs "
+        f"{run1b['final_val_loss']:.3f} (baseline); {run3['tokens_per_s']:,.0f} vs {run1b['tokens_per_s']:,.0f} "
+        f"tokens/s. The same tokens took {run3['steps']} vs {run1b['steps']} optimizer steps{unigram}.",
+        f"Spending the memory on depth: {deep.n_layer} reversible layers{capped} in the baseline's memory at batch "
+        f"{deep.batch} reached {run4['final_val_loss']:.3f} vs the baseline's {run1['final_val_loss']:.3f} "
+        f"at equal tokens.",
+    ])

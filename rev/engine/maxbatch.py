@@ -8,11 +8,16 @@ Adam's state, the second is measured), so what is measured is what training will
   tensors freed, and counted as a miss.
 * CPU: nothing runs out of memory soon enough to tell, so the budget is an explicit byte count (the
   profile's `cpu_mem_budget` unless given), checked against the peak measured by `rev.engine.memory`.
+
+The same measured search also finds the deepest model that fits at a fixed batch (`find_max_depth`), and two
+probes give a straight-line memory model (`MemoryLine`) that predicts the max batch before any search runs.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
@@ -30,8 +35,17 @@ from .files import write_json
 
 @dataclass
 class Probe:
+    """One measured step of the batch search."""
     batch: int
     peak_bytes: int | None   # None when the probe ran out of memory
+    fits: bool
+
+
+@dataclass
+class DepthProbe:
+    """One measured step of the depth search (fixed batch, `n_layer` layers)."""
+    n_layer: int
+    peak_bytes: int | None
     fits: bool
 
 
@@ -45,6 +59,23 @@ class MaxBatch:
     def to_dict(self) -> dict:
         return {"trunk": self.trunk, "batch": self.batch, "budget_bytes": self.budget_bytes,
                 "probes": [vars(p) for p in self.probes]}
+
+
+@dataclass
+class MaxDepth:
+    trunk: str
+    n_layer: int             # deepest model that fits (0: none)
+    batch: int               # the batch every probe ran at
+    budget_bytes: int
+    max_layers: int          # the search's cap
+    probes: list[DepthProbe] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        # maxbatch.json's "deep" entry keeps the probe layout of the batch searches ("batch" is the x value the
+        # report plots the probes at: here the layer count), so older results files read the same
+        return {"trunk": self.trunk, "batch": self.batch, "budget_bytes": self.budget_bytes,
+                "probes": [{"batch": p.n_layer, "peak_bytes": p.peak_bytes, "fits": p.fits} for p in self.probes],
+                "n_layer": self.n_layer, "max_layers": self.max_layers}
 
 
 def static_bytes(cfg: GPTConfig) -> int:
@@ -61,12 +92,13 @@ def probe(cfg: GPTConfig, batch: int, device: torch.device, dtype) -> int:
     return training_step_memory(model, opt, step, device).peak_bytes
 
 
-def _fits(cfg, batch, device, dtype, budget) -> Probe:
+def _measure(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int) -> tuple[int | None, bool]:
+    """(peak bytes, fits) of one probe; a CUDA out-of-memory is a miss with no peak."""
     try:
         peak = probe(cfg, batch, device, dtype)
-        return Probe(batch, peak, peak <= budget)
+        return peak, peak <= budget
     except torch.OutOfMemoryError:
-        return Probe(batch, None, False)
+        return None, False
     finally:
         gc.collect()
         if device.type == "cuda":
@@ -97,6 +129,29 @@ def largest_fitting(fits: Callable[[int], bool], start: int, limit: int) -> int:
     return lo
 
 
+def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
+    """`fraction` of what a CUDA device can give a training step: its free memory plus what torch holds."""
+    free, _ = torch.cuda.mem_get_info(dev)
+    return int(fraction * (free + torch.cuda.memory_allocated(dev)))
+
+
+def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record: Callable, start: int,
+            limit: int, progress: bool) -> int:
+    """`largest_fitting` over measured probes, each recorded by `record(n, peak, fits)`, with a progress bar."""
+    bar = tqdm(desc=desc, disable=not progress, unit="probe")
+
+    def test(n: int) -> bool:
+        peak, fits = measure(n)
+        record(n, peak, fits)
+        bar.update()
+        bar.set_postfix(n=n, peak_MiB=None if peak is None else round(peak / 2**20), fits=fits)
+        return fits
+
+    found = largest_fitting(test, max(1, start), limit)
+    bar.close()
+    return found
+
+
 def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str = "auto", precision: str = "auto",
                    start: int = 1, limit: int = 1 << 16, progress: bool = True, cuda_fraction: float = 0.9) -> MaxBatch:
     """Largest batch in [1, limit] whose measured step peak is <= budget (see module docstring)."""
@@ -105,28 +160,60 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
     if budget_bytes is None:
         if dev.type != "cuda":
             raise ValueError("on CPU give an explicit byte budget (e.g. the profile's cpu_mem_budget)")
-        free, _ = torch.cuda.mem_get_info(dev)
-        budget_bytes = int(cuda_fraction * (free + torch.cuda.memory_allocated(dev)))
+        budget_bytes = cuda_budget(dev, cuda_fraction)
     floor = static_bytes(cfg)
     if budget_bytes <= floor:
         raise ValueError(f"budget {budget_bytes / 2**20:.1f} MiB is smaller than the model itself "
                          f"({floor / 2**20:.1f} MiB for parameters, gradients and Adam state): raise the budget")
     result = MaxBatch(cfg.trunk, 0, budget_bytes)
-    bar = tqdm(desc=f"max batch {cfg.trunk}", disable=not progress, unit="probe")
-
-    def test(b: int) -> bool:
-        p = _fits(cfg, b, dev, dtype, budget_bytes)
-        result.probes.append(p)
-        bar.update()
-        bar.set_postfix(batch=b, peak_MiB=None if p.peak_bytes is None else round(p.peak_bytes / 2**20), fits=p.fits)
-        return p.fits
-
-    lo = largest_fitting(test, max(1, start), limit)
-    bar.close()
-    if lo == 0:
+    result.batch = _search(f"max batch {cfg.trunk}", lambda b: _measure(cfg, b, dev, dtype, budget_bytes),
+                           lambda b, peak, fits: result.probes.append(Probe(b, peak, fits)), start, limit, progress)
+    if result.batch == 0:
         raise ValueError(f"not even batch 1 fits in {budget_bytes / 2**20:.1f} MiB for trunk {cfg.trunk!r}")
-    result.batch = lo
     return result
+
+
+def find_max_depth(cfg: GPTConfig, batch: int, budget_bytes: int, max_layers: int, device: str = "auto",
+                   precision: str = "auto", progress: bool = True) -> MaxDepth:
+    """Deepest `cfg` (up to `max_layers`, starting from `cfg.n_layer`) whose training step at `batch` fits
+    `budget_bytes`: the same doubling + bisection, on the layer count. `n_layer` is 0 when not even one fits."""
+    dev = pick_device(device)
+    dtype = amp_dtype(dev, precision)
+    result = MaxDepth(cfg.trunk, 0, batch, budget_bytes, max_layers)
+    measure = lambda n: _measure(dataclasses.replace(cfg, n_layer=n), batch, dev, dtype, budget_bytes)  # noqa: E731
+    result.n_layer = _search(f"deepest {cfg.trunk}", measure,
+                             lambda n, peak, fits: result.probes.append(DepthProbe(n, peak, fits)),
+                             cfg.n_layer, max_layers, progress)
+    return result
+
+
+@dataclass(frozen=True)
+class MemoryLine:
+    """A training step's peak as a straight line in the batch: `static_bytes + bytes_per_sequence * batch`.
+    Parameters, gradients and Adam state do not depend on the batch; activations grow with it."""
+    static_bytes: float
+    bytes_per_sequence: float
+
+    @classmethod
+    def through(cls, b1: int, peak1: int, b2: int, peak2: int) -> "MemoryLine":
+        """The line through two measured (batch, peak) points."""
+        slope = (peak2 - peak1) / (b2 - b1)
+        return cls(peak1 - slope * b1, slope)
+
+    def max_batch(self, budget_bytes: int) -> int:
+        """Largest batch the line keeps within `budget_bytes` (0 when the static part alone is over)."""
+        if self.bytes_per_sequence <= 0:
+            raise ValueError(f"the peak did not grow with the batch ({self.bytes_per_sequence:.0f} bytes per "
+                             f"sequence): measure at two batches further apart")
+        return max(0, math.floor((budget_bytes - self.static_bytes) / self.bytes_per_sequence))
+
+
+def measure_memory_line(cfg: GPTConfig, b1: int, b2: int, device: str = "auto",
+                        precision: str = "auto") -> MemoryLine:
+    """Measure a training step's peak at batches `b1` < `b2` and draw the line through the two points."""
+    dev = pick_device(device)
+    dtype = amp_dtype(dev, precision)
+    return MemoryLine.through(b1, probe(cfg, b1, dev, dtype), b2, probe(cfg, b2, dev, dtype))
 
 
 def profile_model_config(profile: str, trunk: str, n_layer: int | None = None, h: float | None = None,

@@ -1,0 +1,196 @@
+"""Notebooks 03-06: the small models their exercises derive (a step's cost, a step's memory) and the checks of
+the learners' code (see `rev.book.exercises` for the conventions).
+
+Each `check_*` takes the learner's function, compares it with `rev`'s own answer on a few cases chosen to
+catch the usual mistakes, and raises AssertionError with what went wrong and what to try; it returns one line
+saying what it verified. Every check runs in well under a second on a CPU.
+"""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Callable
+
+import numpy as np
+
+from ..core.model import GPTConfig
+from ..core.reversible import RECON_LIMIT
+from ..engine.data import TokenData
+from ..engine.maxbatch import MemoryLine, largest_fitting, static_bytes
+from ..engine.train import TrainConfig, plan_run
+from .runs import LOSS_TIE, choose
+
+
+# --- 03: the screening rule -------------------------------------------------------------------------------
+
+def _row(name: str, trunk: str, stream: str, val: float, speed: float, recon: float | None) -> dict:
+    return {"name": name, "trunk": trunk, "h": 1.0, "stream": stream, "val_loss": val, "tokens_per_s": speed,
+            "reconstruction_error": recon}
+
+
+SCREENING_CASES = [  # (what the case tests, rows, a hint when the learner's pick differs)
+    ("a lower loss that does not reconstruct", [
+        _row("rev_a", "midpoint_rev", "fp32", 2.30, 800, 1e-6), _row("rev_b", "reveuler_rev", "fp32", 2.10, 700, 1e-6),
+        _row("rev_c", "reveuler_rev", "fp32", 1.50, 700, 10 * RECON_LIMIT)],
+     "drop every candidate whose reconstruction_error exceeds RECON_LIMIT before comparing losses"),
+    ("the baseline is not a candidate", [
+        _row("base", "residual", "fp32", 1.00, 900, None), _row("rev_a", "reveuler_rev", "fp32", 2.00, 700, 1e-6)],
+     "only trunks whose name ends in '_rev' are candidates; the residual baseline has no inverse"),
+    ("a reversible run with no measured error", [
+        _row("rev_a", "reveuler_rev", "fp32", 1.90, 700, None), _row("rev_b", "midpoint_rev", "fp32", 2.00, 600, 1e-6)],
+     "a missing reconstruction_error (None) cannot be trusted: treat it as over the limit"),
+    ("an fp64 stream barely ahead", [
+        _row("rev_x", "reveuler_rev", "fp64", 2.000, 999, 0.0), _row("rev_y", "reveuler_rev", "fp32", 2.010, 500, 1e-6)],
+     "losses within LOSS_TIE nats of the best are a tie; in a tie prefer the fp32 stream"),
+    ("two fp32 streams in a tie", [
+        _row("rev_x", "reveuler_rev", "fp64", 2.000, 999, 0.0), _row("rev_y", "reveuler_rev", "fp32", 2.010, 500, 1e-6),
+        _row("rev_z", "midpoint_rev", "fp32", 2.005, 600, 1e-6)],
+     "among tied fp32 streams take the one with the most tokens_per_s"),
+    ("a fixed stream clearly ahead", [
+        _row("rev_f", "reveuler_rev", "fixed", 1.900, 300, 0.0), _row("rev_y", "reveuler_rev", "fp32", 2.000, 900, 1e-6)],
+     "the fp32 preference applies only within the tie: a loss better by more than LOSS_TIE wins"),
+]
+
+
+def check_screening_rule(pick: Callable[[list[dict]], str]) -> str:
+    """03.2: `pick(rows)` must name the candidate `rev.book.runs.choose` picks, on every case."""
+    for what, rows, hint in SCREENING_CASES:
+        chosen, _ = choose(rows)
+        expected = next(r["name"] for r in rows if all(r[k] == chosen[k] for k in ("trunk", "h", "stream")))
+        got = pick([dict(r) for r in rows])
+        assert got == expected, f"case '{what}': you picked {got!r}, the rule picks {expected!r}. Hint: {hint}."
+    return f"your rule agrees with rev.book.runs.choose on {len(SCREENING_CASES)} cases (limit {RECON_LIMIT:g}, " \
+           f"tie {LOSS_TIE} nats)."
+
+
+# --- 04: steps from a token budget, and the context-free line ----------------------------------------------
+
+STEP_CASES = [  # (profile, batch_size, train_tokens): defaults, a batch that does not divide, tiny and huge batches
+    ("smoke", None, None), ("smoke", 3, None), ("smoke", 1, None), ("smoke", 8, 2000), ("smoke", 128, None),
+    ("cpu", None, None), ("t4", None, None), ("full", 48, None),
+]
+
+
+def check_step_plan(plan_steps: Callable[[int, int, int, int], tuple[int, int]]) -> str:
+    """04.1: `plan_steps(train_tokens, batch_size, seq_len, warmup_tokens) -> (steps, warmup_steps)` must agree
+    with `rev.engine.train.plan_run`."""
+    from ..engine.profiles import get_profile
+
+    for profile, batch, tokens in STEP_CASES:
+        plan = plan_run(TrainConfig(profile=profile, batch_size=batch, train_tokens=tokens))
+        prof = get_profile(profile)
+        args = (tokens or prof.train_tokens, plan.batch_size, prof.seq_len, prof.warmup_tokens)
+        got = tuple(plan_steps(*args))
+        want = (plan.steps, plan.warmup_steps)
+        where = f"plan_steps{args}"
+        assert got[0] == want[0], (f"{where}: {got[0]} steps, expected {want[0]}. A step consumes batch_size x "
+                                   f"seq_len tokens; a partial last batch is not run (floor division).")
+        assert got[1] == want[1], (f"{where}: {got[1]} warm-up steps, expected {want[1]}. Warm-up tokens become "
+                                   f"steps the same way, but never fewer than 1 and never more than the run's steps.")
+    return f"steps and warm-up steps agree with plan_run on {len(STEP_CASES)} profile/batch/budget cases."
+
+
+def check_unigram_loss(unigram_loss: Callable[[np.ndarray, np.ndarray, int], float]) -> str:
+    """04.3: `unigram_loss(train_ids, val_ids, vocab)` must equal `TokenData.unigram_loss` (add-one smoothing)."""
+    rng = np.random.default_rng(0)
+    cases = [(rng.integers(0, 50, 5000), rng.integers(0, 50, 800), 50),
+             (np.array([0, 0, 0, 1]), np.array([1, 2]), 4),                  # token 2 never seen in training
+             (rng.zipf(1.5, 4000) % 30, rng.zipf(1.5, 500) % 30, 30)]
+    for train_ids, val_ids, vocab in cases:
+        # TokenData.unigram_loss reads only the vocabulary and the two splits; hand it exactly those
+        split = {"train": train_ids, "val": val_ids}
+        want = TokenData.unigram_loss(SimpleNamespace(vocab_size=vocab, array=split.__getitem__))
+        got = float(unigram_loss(train_ids.copy(), val_ids.copy(), vocab))
+        assert math.isfinite(got), (f"got {got} for vocab {vocab}: a validation token never seen in training "
+                                    f"must still cost a finite loss; add one to every count")
+        assert abs(got - want) < 1e-9, (f"got {got:.6f}, expected {want:.6f} (vocab {vocab}): the loss is the mean "
+                                         f"of -ln p(token) over the validation tokens, with p = (count + 1) / "
+                                         f"(train tokens + vocab)")
+    return "your context-free loss matches TokenData.unigram_loss, including a token unseen in training."
+
+
+# --- 05: the cost of rebuilding activations ---------------------------------------------------------------
+
+def predicted_speed_ratio(trunk_share: float) -> float:
+    """Reversible / stored tokens-per-second when a forward pass costs 1 (the trunk `trunk_share` of it), a
+    backward costs 2, and the reversible backward rebuilds the trunk once more: 3 / (3 + trunk_share)."""
+    return 3 / (3 + trunk_share)
+
+
+def trunk_flop_share(cfg: GPTConfig) -> float:
+    """The trunk's share of a forward pass's FLOPs per token: per layer 24 d^2 (the attention and MLP matrices,
+    12 d^2 multiply-adds) plus 2 T d (scores and weighted values over T/2 keys on average, causal); the
+    output head 2 d V. Embedding lookups and norms are too small to count."""
+    d, t, v = cfg.d_model, cfg.seq_len, cfg.vocab_size
+    trunk = cfg.n_layer * (24 * d * d + 2 * t * d)
+    return trunk / (trunk + 2 * d * v)
+
+
+def check_speed_ratio(speed_ratio: Callable[[float], float]) -> str:
+    """05.1: `speed_ratio(trunk_share)` must follow the cost model of `predicted_speed_ratio`."""
+    for share in (1.0, 0.0, 0.5, 0.8):
+        got, want = float(speed_ratio(share)), predicted_speed_ratio(share)
+        assert abs(got - want) < 1e-9, (
+            f"speed_ratio({share}) = {got:.4f}, expected {want:.4f}. Count a step in forward-pass units: "
+            f"stored = forward 1 + backward 2; reversible adds one more forward of the trunk only (share "
+            f"{share}). Speed is tokens per second, the inverse of the cost.")
+    return "a stored step costs 3 forward passes, a reversible one 3 + the trunk's share: ratio 3 / (3 + share)."
+
+
+def memory_split(summary: dict) -> dict[str, float]:
+    """A run's step peak split into the static part (parameters, gradients, Adam state) and the rest
+    (activations, temporaries, logits), in MiB."""
+    mc = summary["model_config"]
+    static = static_bytes(GPTConfig(**{**mc, "keep": tuple(mc.get("keep", ()))}))
+    return {"peak_MiB": summary["peak_memory_bytes"] / 2**20, "static_MiB": static / 2**20,
+            "activations_MiB": (summary["peak_memory_bytes"] - static) / 2**20}
+
+
+# --- 06: predicting the max batch, and the search that finds it ----------------------------------------------
+
+LINE_CASES = [  # (b1, peak1, b2, peak2, budget): an exact fit, a fraction, a budget below the static part
+    (2, 1000, 4, 1600, 3400), (1, 5_000_000, 8, 12_000_000, 16 * 2**20), (1, 500, 2, 600, 300),
+    (4, 2000, 8, 3000, 2999),
+]
+
+
+def check_max_batch_from_line(max_batch: Callable[[int, int, int, int, int], int]) -> str:
+    """06.1: `max_batch(b1, peak1, b2, peak2, budget)` must equal `MemoryLine.through(...).max_batch(budget)`."""
+    for b1, p1, b2, p2, budget in LINE_CASES:
+        got, want = max_batch(b1, p1, b2, p2, budget), MemoryLine.through(b1, p1, b2, p2).max_batch(budget)
+        line = MemoryLine.through(b1, p1, b2, p2)
+        assert got == want, (
+            f"max_batch{(b1, p1, b2, p2, budget)} = {got}, expected {want}: the line has slope {line.bytes_per_sequence:g} "
+            f"bytes per sequence and {line.static_bytes:g} static bytes; the largest batch b with static + slope * b "
+            f"<= budget is a floor (a budget exactly at a batch's peak still fits it), and never below 0.")
+    return f"your memory-line prediction agrees with rev.engine.maxbatch.MemoryLine on {len(LINE_CASES)} cases."
+
+
+SEARCH_CASES = [  # (start, limit, largest n that fits): inside, at and around start, none, all, tiny ranges
+    (8, 100, 37), (8, 100, 8), (8, 100, 9), (8, 100, 7), (8, 100, 0), (8, 100, 100), (1, 1, 1), (1, 1, 0),
+    (16, 1000, 1), (3, 64, 64), (5, 5, 4), (1, 1 << 16, 1234),
+]
+
+
+def check_bisection(search: Callable[[Callable[[int], bool], int, int], int]) -> str:
+    """06.3: `search(fits, start, limit)` must return what `largest_fitting` returns, probe only inside
+    [1, limit], and take a logarithmic number of probes."""
+    for start, limit, top in SEARCH_CASES:
+        probes: list[int] = []
+        budget = 4 * (limit.bit_length() + 2)   # doubling + bisection need about 2 log2(limit)
+
+        def fits(n: int) -> bool:
+            assert 1 <= n <= limit, (f"search(fits, start={start}, limit={limit}) probed n={n}, outside [1, {limit}]: "
+                                     f"check the ends of your bracket (lo starts below 1 as 'none known', hi above limit)")
+            probes.append(n)
+            assert len(probes) <= budget, (f"search(fits, start={start}, limit={limit}) probed {len(probes)} times "
+                                           f"({probes[-6:]} last): it does not converge. With lo fitting and hi not, "
+                                           f"stop when hi - lo == 1; lo = mid makes no progress if mid can equal lo")
+            return n <= top
+
+        got = search(fits, start, limit)
+        want = largest_fitting(lambda n: n <= top, start, limit)
+        assert got == want, (f"search(fits, start={start}, limit={limit}) returned {got}, but everything up to {want} "
+                             f"fits and {want + 1} does not. Off by one? Keep the invariant 'lo fits, hi does not' "
+                             f"and return lo.")
+    return f"your search agrees with rev.engine.maxbatch.largest_fitting on {len(SEARCH_CASES)} cases, in few probes."
