@@ -135,10 +135,15 @@ def plot_peak_memory(df: pd.DataFrame, maxbatch: dict | None = None):
 
 
 def _probe_points(ax, probes: list[dict], colour: Any, name: str) -> None:
-    """Probes as measured: circles fit the budget, crosses do not (a probe that ran out of memory has no peak)."""
-    probes = sorted(probes or [], key=lambda p: p["batch"])
-    fit = [(p["batch"], p["peak_bytes"] / MIB) for p in probes if p.get("fits") and p.get("peak_bytes")]
-    miss = [(p["batch"], p["peak_bytes"] / MIB) for p in probes if not p.get("fits") and p.get("peak_bytes")]
+    """Probes as measured: circles fit the budget, crosses do not (a probe that ran out of memory has no peak).
+    A depth search's probes are placed at their layer count (`n_layer`; results written before it had its own
+    key stored the layer count under `batch`)."""
+    def x(p: dict) -> int:
+        return p["n_layer"] if "n_layer" in p else p["batch"]
+
+    probes = sorted(probes or [], key=x)
+    fit = [(x(p), p["peak_bytes"] / MIB) for p in probes if p.get("fits") and p.get("peak_bytes")]
+    miss = [(x(p), p["peak_bytes"] / MIB) for p in probes if not p.get("fits") and p.get("peak_bytes")]
     if fit:
         ax.plot(*zip(*fit), "o-", color=colour, label=f"{name}: fits")
     if miss:

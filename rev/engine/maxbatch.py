@@ -71,10 +71,8 @@ class MaxDepth:
     probes: list[DepthProbe] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        # maxbatch.json's "deep" entry keeps the probe layout of the batch searches ("batch" is the x value the
-        # report plots the probes at: here the layer count), so older results files read the same
         return {"trunk": self.trunk, "batch": self.batch, "budget_bytes": self.budget_bytes,
-                "probes": [{"batch": p.n_layer, "peak_bytes": p.peak_bytes, "fits": p.fits} for p in self.probes],
+                "probes": [vars(p) for p in self.probes],
                 "n_layer": self.n_layer, "max_layers": self.max_layers}
 
 
