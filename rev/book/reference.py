@@ -1,0 +1,196 @@
+"""Reference outputs of the checked notebook cells, for every notebook (CI's nbval step).
+
+`notebooks/` carries no outputs (learners open clean notebooks), so nbval alone could only compare a notebook
+with itself. Instead the repository keeps, under `tests/notebooks/`, a *reference copy* of each notebook
+executed on the `smoke` profile in which only the outputs of `# NBVAL_CHECK_OUTPUT` cells are kept (no other
+outputs, no images, no machine-specific metadata, no papermill-injected parameters).
+
+    python -m rev nbref                              # execute the workbook (smoke) and write the references
+    python -m rev nbref --from build/ci/notebooks    # or take an already executed build folder
+    python -m rev nbref --check build/ci/notebooks   # CI: compare fresh executed copies with the references
+
+The check does not execute anything: it compares the copies the workbook has just executed with the reference,
+cell by cell, with nbval's own rules (which cells are checked, stream coalescing, which output keys are
+compared: images, metadata and execution counts are not). Re-running the notebooks under `pytest --nbval-lax`
+would double CI's notebook time and, worse, run them a second time against the results the first run left
+behind, which some notebooks reuse instead of recomputing: the outputs compared would not be the ones a fresh
+run prints.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE_DIR = REPO / "tests" / "notebooks"
+REGENERATE = "python -m rev nbref"
+INJECTED = "injected-parameters"  # papermill's tag for the cell holding the run's (machine-specific) parameters
+DROPPED_KEYS = ("image/png", "image/jpeg", "image/svg+xml")  # figures: never stored in the reference
+
+
+def is_checked(cell) -> bool:
+    """nbval's own rule for `--nbval-lax`: a `# NBVAL_CHECK_OUTPUT` comment or an `nbval-check-output` tag."""
+    from nbval.plugin import find_comment_markers, find_metadata_tags
+
+    if cell.get("cell_type") != "code":
+        return False
+    markers = dict(find_comment_markers(cell.source)) | dict(find_metadata_tags(cell.metadata))
+    return bool(markers.get("check"))
+
+
+def _clean_output(out):
+    out = copy.deepcopy(out)
+    if "data" in out:
+        out["data"] = {k: v for k, v in out["data"].items() if k not in DROPPED_KEYS}
+    if "metadata" in out:
+        out["metadata"] = {}
+    if "execution_count" in out:
+        out["execution_count"] = None
+    return out
+
+
+def reference_copy(executed):
+    """The reference kept for an executed notebook: every cell's source, only checked cells' outputs."""
+    import nbformat
+
+    ref = nbformat.v4.new_notebook()
+    ref.metadata = {k: v for k, v in executed.metadata.items() if k == "kernelspec"}
+    for cell in executed.cells:
+        tags = list(cell.metadata.get("tags", []))
+        if INJECTED in tags:
+            continue
+        keep = copy.deepcopy(cell)
+        keep.metadata = {"tags": tags} if tags else {}
+        if keep.cell_type == "code":
+            keep.execution_count = None
+            keep.outputs = [_clean_output(o) for o in cell.outputs] if is_checked(cell) else []
+        ref.cells.append(keep)
+    return ref
+
+
+def _comparable(outputs) -> dict[str, list]:
+    """nbval's view of a cell's outputs: streams merged, each compared key -> its values in order."""
+    import nbformat
+    from nbval.plugin import coalesce_streams, transform_streams_for_comparison
+
+    # nbval 0.11's IPyNbFile.skip_compare, plus svg: figures are not facts
+    skip = ("metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
+            "application/vnd.jupyter.widget-view+json", *DROPPED_KEYS)
+    flat: dict[str, list] = {}
+    outs = transform_streams_for_comparison(coalesce_streams([nbformat.from_dict(o) for o in outputs]))
+    for out in outs:
+        for key, value in out.items():
+            if key in skip:
+                continue
+            items = value.items() if key == "data" else [(key, value)]
+            for k, v in items:
+                if k not in skip:
+                    flat.setdefault(k, []).append(v)
+    return flat
+
+
+def _text(flat: dict[str, list]) -> list[str]:
+    return [line for k in sorted(flat) for v in flat[k] for line in (f"[{k}]", *str(v).splitlines())]
+
+
+def compare(fresh, reference, name: str = "notebook") -> list[str]:
+    """Differences between the checked cells of a freshly executed notebook and its reference ([] = equal).
+
+    Checked cells are matched in order and must have the same source: a checked cell edited since the
+    reference was written is reported (regenerate), never silently skipped."""
+    got = [c for c in fresh.cells if is_checked(c) and INJECTED not in c.metadata.get("tags", [])]
+    want = [c for c in reference.cells if is_checked(c)]
+    problems = []
+    if [c.source for c in got] != [c.source for c in want]:
+        return [f"{name}: the checked cells differ from the reference's ({len(got)} now, {len(want)} in the "
+                f"reference, or a source changed): regenerate it with `{REGENERATE}`"]
+    for k, (g, w) in enumerate(zip(got, want), 1):
+        a, b = _comparable(w.outputs), _comparable(g.outputs)
+        if a != b:
+            first = g.source.splitlines()[1] if "\n" in g.source else g.source
+            diff = "\n".join(difflib.unified_diff(_text(a), _text(b), "reference", "fresh run", lineterm=""))
+            problems.append(f"{name}, checked cell {k} ({first.strip()[:60]}...):\n{diff}")
+    return problems
+
+
+def write_references(executed_dir: str | Path, out_dir: str | Path = REFERENCE_DIR) -> list[Path]:
+    """Write a reference copy for every notebook of the workbook found in `executed_dir`."""
+    import nbformat
+
+    from .workbook import SEQUENCE
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written, missing = [], []
+    for name in SEQUENCE:
+        src = Path(executed_dir) / f"{name}.ipynb"
+        if not src.exists():
+            missing.append(name)
+            continue
+        path = out_dir / f"{name}.ipynb"
+        nbformat.write(reference_copy(nbformat.read(src, as_version=4)), path)
+        written.append(path)
+    if missing:
+        raise FileNotFoundError(f"no executed copy of {', '.join(missing)} in {executed_dir} (the others were "
+                                f"written): run the whole workbook first")
+    return written
+
+
+def check_references(executed_dir: str | Path, ref_dir: str | Path = REFERENCE_DIR) -> list[str]:
+    """Compare every reference in `ref_dir` with its executed copy in `executed_dir`; returns the problems."""
+    import nbformat
+
+    refs = sorted(Path(ref_dir).glob("*.ipynb"))
+    if not refs:
+        return [f"no reference notebooks in {ref_dir}: write them with `{REGENERATE}`"]
+    from .workbook import SEQUENCE
+
+    have = {r.stem for r in refs}
+    problems = [f"{name}: no reference output yet: write it with `{REGENERATE}`" for name in SEQUENCE
+                if name not in have]
+    for ref in refs:
+        fresh = Path(executed_dir) / ref.name
+        if not fresh.exists():
+            problems.append(f"{ref.stem}: no executed copy at {fresh}")
+            continue
+        problems += compare(nbformat.read(fresh, as_version=4), nbformat.read(ref, as_version=4), ref.stem)
+    return problems
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from", dest="source", type=Path,
+                   help="take this folder of executed notebooks instead of executing the workbook")
+    p.add_argument("--check", type=Path, metavar="EXECUTED_DIR",
+                   help="compare the executed notebooks in this folder with the references; exit 1 on a difference")
+    p.add_argument("--out", type=Path, default=Path("build/nbref"),
+                   help="build folder when the workbook is executed (default build/nbref)")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    if args.check is not None:
+        problems = check_references(args.check)
+        for p in problems:
+            print(p, end="\n\n")
+        n = len(list(REFERENCE_DIR.glob("*.ipynb")))
+        print(f"{len(problems)} difference(s) from the reference outputs in {n} notebooks"
+              + (f"; if the change is intended, regenerate with `{REGENERATE}`" if problems else ""))
+        return 1 if problems else 0
+    source = args.source
+    if source is None:
+        import shutil
+
+        from .workbook import run_workbook
+
+        # a fresh results folder, as in CI: some notebooks reuse results they find instead of recomputing
+        shutil.rmtree(args.out / "results", ignore_errors=True)
+        run_workbook("smoke", args.out, results=args.out / "results", data_dir=args.out / "data")
+        source = args.out / "notebooks"
+    try:
+        written = write_references(source)
+    except FileNotFoundError as e:
+        raise SystemExit(f"error: {e}")
+    for path in written:
+        print(f"reference: {path.relative_to(REPO)}")
+    return 0

@@ -1,0 +1,72 @@
+"""The reference outputs behind CI's nbval step (rev.book.reference): what is kept, what is compared."""
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from rev.book import reference as R
+
+
+def _executed(fact: str = "exact: True\n", figure: str = "iVBORw0KGgo=") -> nbformat.NotebookNode:
+    nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}, "papermill": {"duration": 1.0}})
+    params = new_code_cell('PROFILE = "auto"', metadata={"tags": ["parameters"]})
+    injected = new_code_cell('PROFILE = "smoke"\nRESULTS_DIR = "/home/me/results"',
+                             metadata={"tags": ["injected-parameters"]})
+    checked = new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(fact)", execution_count=3, outputs=[
+        new_output("stream", name="stdout", text=fact[:4]), new_output("stream", name="stdout", text=fact[4:]),
+        new_output("display_data", data={"image/png": figure, "text/plain": "<Figure size 4x3 with 1 Axes>"})])
+    timing = new_code_cell("# NBVAL_IGNORE_OUTPUT\nprint(time)", outputs=[new_output("stream", text="3.2 s\n")])
+    return nbformat.from_dict({**nb, "cells": [new_markdown_cell("# title"), params, injected, checked, timing]})
+
+
+def test_reference_keeps_only_checked_outputs_without_images_or_injected_parameters():
+    ref = R.reference_copy(_executed())
+    assert [c.source.splitlines()[0] for c in ref.cells] == [
+        "# title", 'PROFILE = "auto"', "# NBVAL_CHECK_OUTPUT", "# NBVAL_IGNORE_OUTPUT"]
+    checked, timing = ref.cells[2], ref.cells[3]
+    assert timing.outputs == [] and checked.execution_count is None
+    assert all("image/png" not in o.get("data", {}) for o in checked.outputs)
+    assert ref.metadata == {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    assert "/home/me" not in nbformat.writes(ref)
+
+
+def test_same_facts_pass_whatever_the_figures_timings_and_stream_chunks():
+    ref = R.reference_copy(_executed())
+    fresh = _executed(figure="AAAAAAAAAAAA")
+    fresh.cells[3].outputs[:2] = [new_output("stream", name="stdout", text="exact: True\n")]
+    fresh.cells[4].outputs = [new_output("stream", text="9.9 s\n")]
+    assert R.compare(fresh, ref) == []
+
+
+def test_a_changed_fact_is_reported_with_a_diff():
+    problems = R.compare(_executed("exact: False\n"), R.reference_copy(_executed()), "01_x")
+    assert len(problems) == 1 and "-exact: True" in problems[0] and "+exact: False" in problems[0]
+
+
+def test_an_edited_checked_cell_asks_for_regeneration():
+    fresh = _executed()
+    fresh.cells[3].source += "\nprint('more')"
+    assert "regenerate" in R.compare(fresh, R.reference_copy(_executed()))[0]
+
+
+def test_write_and_check_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setattr("rev.book.workbook.SEQUENCE", ("a", "b"))
+    for name in ("a", "b"):
+        nbformat.write(_executed(), tmp_path / f"{name}.ipynb")
+    R.write_references(tmp_path, tmp_path / "ref")
+    assert R.check_references(tmp_path, tmp_path / "ref") == []
+    nbformat.write(_executed("exact: False\n"), tmp_path / "b.ipynb")
+    (tmp_path / "a.ipynb").unlink()
+    problems = R.check_references(tmp_path, tmp_path / "ref")
+    assert len(problems) == 2 and problems[0].startswith("a: no executed copy")
+
+
+@pytest.mark.skipif(not any(R.REFERENCE_DIR.glob("*.ipynb")), reason="no committed references yet")
+def test_committed_references_match_the_notebooks_checked_cells():
+    """A checked cell edited without regenerating the reference fails here, in seconds, not after CI's workbook."""
+    from rev.book.workbook import NOTEBOOK_DIR
+
+    for ref in sorted(R.REFERENCE_DIR.glob("*.ipynb")):
+        nb = nbformat.read(NOTEBOOK_DIR / ref.name, as_version=4)
+        want = [c.source for c in nbformat.read(ref, as_version=4).cells if R.is_checked(c)]
+        assert [c.source for c in nb.cells if R.is_checked(c)] == want, \
+            f"{ref.stem}: checked cells changed since the reference; run `{R.REGENERATE}`"
