@@ -8,6 +8,7 @@ Layout under `results/<profile>/`:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +18,10 @@ from ..engine.device import pick_device
 from ..engine.files import read_json, write_json
 from ..engine.maxbatch import (MaxDepth, cuda_budget, find_max_batch, find_max_depth, measure_memory_line,
                                profile_model_config)
-from ..engine.profiles import MAIN_RUNS, get_profile
+from ..core.loss import LOSS_HEADS
+from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS, get_profile, max_batch_tokens
 from ..engine.train import TrainConfig, train
-from .results import deep_capped, read_log
+from .results import deep_capped, loss_head_finding, read_log, stream_reliability
 
 LOSS_TIE = 0.02           # validation losses closer than this (nats) count as a tie
 
@@ -67,24 +69,26 @@ class LiveLoss:
 
 def train_run(name: str, profile: str, results: str | Path = "results", data_dir: str | Path = "data",
               live: bool = False, progress: bool = True, **overrides) -> dict:
-    """Train the workbook run `name` (or any name, e.g. a screening run) into results/<profile>/<name>."""
+    """Train the workbook run `name` (or any name, e.g. a screening run) into results/<profile>/<name>.
+
+    Safe to run again (`resume="auto"`): a finished run with the same settings is reused, one interrupted by
+    a disconnect continues from its checkpoint with the very numbers an uninterrupted run would have."""
     out = profile_dir(results, profile) / name
     cb = LiveLoss(f"{name} ({overrides.get('trunk', 'residual')})") if live else None
+    overrides.setdefault("resume", "auto")
     return train(TrainConfig(profile=get_profile(profile).name, out_dir=out, data_dir=data_dir, callback=cb,
                              progress=progress, **overrides))
 
 
 def main_run_dirs(results: str | Path, profile: str, names: list[str]) -> dict[str, Path]:
-    """{legend label: folder} of main runs (`MAIN_RUNS`), ready for `plot_runs`."""
-    return {MAIN_RUNS[n].label: profile_dir(results, profile) / n for n in names}
+    """{legend label: folder} of main runs (`MAIN_RUNS`, `EXTRA_RUNS`), ready for `plot_runs`."""
+    return {(MAIN_RUNS | EXTRA_RUNS)[n].label: profile_dir(results, profile) / n for n in names}
 
 
 def load_or_train_baseline(profile: str, results: str | Path = "results", data_dir: str | Path = "data",
                            seed: int = 0) -> dict:
-    """Run 1's summary; trained first when missing (a notebook opened on its own)."""
-    path = profile_dir(results, profile) / "run1_baseline" / "summary.json"
-    if path.exists():
-        return read_json(path)
+    """Run 1's summary: notebook 04's run reused, or trained (or finished) now when it is missing or was
+    interrupted (a notebook opened on its own)."""
     return train_run("run1_baseline", profile, results, data_dir, trunk="residual", seed=seed)
 
 
@@ -103,15 +107,20 @@ class Candidate:
 
 def screening_candidates(profile: str = "cpu") -> list[Candidate]:
     """The baseline, then both reversible integrators at two step sizes on fp32 and at their default step on
-    fp64 and fixed (`minimal` screening sets: one step size, fp32, plus one fixed-point run)."""
+    fp64 and fixed (`minimal` screening sets: one step size, fp32, plus one fixed-point run), and in both sets
+    `ASSIGNMENT_FINAL`, the reference assignment's final configuration."""
     out = [Candidate("residual", 1.0, "fp32")]
     if get_profile(profile).screening_set == "minimal":
         return out + [Candidate("midpoint_rev", 0.5, "fp32"), Candidate("reveuler_rev", 1.0, "fp32"),
-                      Candidate("reveuler_rev", 1.0, "fixed")]
+                      Candidate("reveuler_rev", 1.0, "fixed"), ASSIGNMENT_FINAL]
     for trunk, hs in (("midpoint_rev", (0.5, 0.25)), ("reveuler_rev", (1.0, 0.5))):
         out += [Candidate(trunk, h, "fp32") for h in hs]
         out += [Candidate(trunk, hs[0], s) for s in ("fp64", "fixed")]
-    return out
+    return out + [ASSIGNMENT_FINAL]
+
+
+# the configuration the reference assignment trained its final reversible model with
+ASSIGNMENT_FINAL = Candidate("reveuler_rev", 0.5, "fp64")
 
 
 def screening_tokens(profile: str) -> int:
@@ -196,6 +205,40 @@ def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):
                          for r in rev]).set_index("name")
 
 
+def screening_rule(profile: str) -> str:
+    """The screening's rule in words (Markdown), with the profile's numbers: what `choose` does."""
+    prof = get_profile(profile)
+    return (f"Each candidate trains on {screening_tokens(profile):,} tokens ({prof.screening_fraction:.0%} of the "
+            f"{prof.train_tokens:,}-token budget). Among the reversible candidates whose trained trunk rebuilds its "
+            f"input to a relative error of at most `RECON_LIMIT` = {RECON_LIMIT:g}, the lowest validation loss "
+            f"wins; candidates within `LOSS_TIE` = {LOSS_TIE} nats of it count as tied, and among those an fp32 "
+            f"stream goes first, then the faster one. The rule sees {prof.screening_fraction:.0%} of the budget: a "
+            f"candidate that learns more slowly early but ends lower (or fits a larger batch) is invisible to it, "
+            f"which notebook 07 checks against the runner-up trained on the full budget.")
+
+
+def runner_up(rows: list[dict], recon_limit: float = RECON_LIMIT) -> dict | None:
+    """The second reversible candidate under the rule: the lowest validation loss among those that reconstruct
+    within `recon_limit`, other than `choose`'s pick (None when there is no other)."""
+    ok = [r for r in rows if reconstructs(r, recon_limit)]
+    if len(ok) < 2:
+        return None
+    pick = _pick(_tied(ok))
+    return min((r for r in ok if r is not pick), key=lambda r: r["val_loss"])
+
+
+def train_runner_up(profile: str, results: str | Path = "results", data_dir: str | Path = "data", seed: int = 0,
+                    live: bool = False) -> dict | None:
+    """The screening's runner-up trained like run 2 (the profile's batch and token budget), so the choice can
+    be checked at the full budget; None when the screening has not run or had no runner-up."""
+    path = profile_dir(results, profile) / "screening.json"
+    second = runner_up(read_json(path)["runs"]) if path.exists() else None
+    if second is None:
+        return None
+    return train_run(RUNNER_UP, profile, results, data_dir, live=live, seed=seed, trunk=second["trunk"],
+                     h=second["h"], stream=second["stream"])
+
+
 def chosen_reversible(profile: str, results: str | Path = "results") -> tuple[dict, str]:
     """The screened choice, or the default (reveuler_rev, h=1, fp32) when screening has not run."""
     path = profile_dir(results, profile) / "screening.json"
@@ -240,16 +283,79 @@ def predict_max_batches(profile: str, trunks: list[dict], budget_bytes: int, dev
 def search_max_batches(profile: str, trunks: list[dict], results: str | Path = "results", device: str = "auto",
                        budget_bytes: int | None = None, progress: bool = True) -> dict:
     """Search the max batch of each trunk under the same budget (default `memory_budget`). Merges into
-    maxbatch.json and returns its contents."""
+    maxbatch.json, keyed by trunk (or by `search_key` for a trunk on its other stream), and returns its
+    contents."""
     prof = get_profile(profile)
     budget_bytes = memory_budget(profile, device) if budget_bytes is None else budget_bytes
     found = {}
     for t in trunks:
         cfg = profile_model_config(prof.name, t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
         res = find_max_batch(cfg, budget_bytes, device, start=prof.batch_size, progress=progress)
-        found[t["trunk"]] = res.to_dict()
+        found[t.get("key", t["trunk"])] = res.to_dict() | {"stream": cfg.stream}
         found["budget_bytes"] = res.budget_bytes
     return _merge_maxbatch(profile, results, found)
+
+
+# --- run 3b: the same trunk on the other stream ------------------------------------------------------------
+
+RUN3B, RUNNER_UP = EXTRA_RUNS
+
+
+def other_stream(chosen: dict) -> dict:
+    """The chosen trunk on the stream run 3b compares it with: fp64 when it runs on fp32, else fp32; `key`
+    names its max-batch search (the chosen trunk's own search is keyed by the trunk alone)."""
+    stream = "fp64" if chosen.get("stream", "fp32") == "fp32" else "fp32"
+    return {"trunk": chosen["trunk"], "h": chosen["h"], "stream": stream, "key": search_key(chosen["trunk"], stream)}
+
+
+def search_key(trunk: str, stream: str) -> str:
+    return f"{trunk}_{stream}"
+
+
+def train_kwargs(trunk: dict) -> dict:
+    """A trunk dict (`chosen`, `other_stream(...)`) as `train_run` keyword arguments."""
+    return {k: trunk[k] for k in ("trunk", "h", "stream") if k in trunk}
+
+
+def max_batch_budget_tokens(profile: str, batches: list[int]) -> tuple[int, str]:
+    """The token budget of the max-batch runs (`rev.engine.profiles.max_batch_tokens`) and a line saying how it
+    was set: each run's optimizer steps at that budget."""
+    prof = get_profile(profile)
+    tokens = max_batch_tokens(profile, batches)
+    steps = ", ".join(f"batch {b}: {tokens // (b * prof.seq_len)} steps" for b in sorted(set(batches)))
+    why = (f"raised from {prof.train_tokens:,} so the largest batch still takes {prof.max_batch_min_steps} steps"
+           if tokens > prof.train_tokens else "the profile's budget")
+    return tokens, f"{tokens:,} tokens for every max-batch run ({why}); {steps}"
+
+
+# --- the loss-head ablation -----------------------------------------------------------------------------------
+
+LOSS_HEADS_FILE = "loss_heads.json"
+
+
+def loss_head_ablation(profile: str, trunks: list[dict], results: str | Path = "results", device: str = "auto",
+                       budget_bytes: int | None = None, progress: bool = True) -> dict:
+    """Max batch of each trunk with each loss head (`rev.core.loss.LOSS_HEADS`) under one budget. The default
+    (fused) head's searches are reused from maxbatch.json when they ran under the same budget. Writes
+    loss_heads.json: {"budget_bytes", "rows": [{"trunk", "loss_head", "batch"}]}."""
+    prof = get_profile(profile)
+    budget_bytes = memory_budget(profile, device) if budget_bytes is None else budget_bytes
+    path = profile_dir(results, profile) / "maxbatch.json"
+    done = read_json(path) if path.exists() else {}
+    rows = []
+    for t in trunks:
+        cfg = profile_model_config(prof.name, t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        for head in LOSS_HEADS:
+            old = done.get(t["trunk"]) if head == cfg.loss_head else None
+            if old and old.get("budget_bytes") == budget_bytes and old.get("stream", "fp32") == cfg.stream:
+                batch = old["batch"]
+            else:
+                batch = find_max_batch(dataclasses.replace(cfg, loss_head=head), budget_bytes, device,
+                                       start=prof.batch_size, progress=progress).batch
+            rows.append({"trunk": t["trunk"], "loss_head": head, "batch": batch})
+    out = {"budget_bytes": budget_bytes, "rows": rows}
+    write_json(profile_dir(results, profile) / LOSS_HEADS_FILE, out)
+    return out
 
 
 def search_max_depth(profile: str, trunk: dict, batch: int, budget_bytes: int, max_layers: int,
@@ -283,11 +389,12 @@ def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a
     """Text the run's trained model writes after `prompt` (top-k sampling, seeded)."""
     import torch
 
+    from ..engine.corpus import profile_folder
     from ..engine.data import load
     from ..engine.train import load_model
 
     model = load_model(run_dir).eval()
-    data = load(Path(data_dir) / get_profile(model_profile(run_dir)).data_name, model.cfg.vocab_size, verify=False)
+    data = load(profile_folder(get_profile(model_profile(run_dir)), data_dir), model.cfg.vocab_size, verify=False)
     idx = torch.tensor([data.encode(prompt)], dtype=torch.long)
     out = model.generate(idx, n_tokens, temperature=0.8, top_k=50, generator=torch.Generator().manual_seed(seed))
     return data.decode(out[0].tolist())
@@ -426,21 +533,33 @@ def same_batch_takeaways(run1: dict, run2: dict) -> str:
     ])
 
 
-def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: MaxDepth) -> str:
+def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: MaxDepth,
+                        ablation: dict | None = None) -> str:
     """`runs`: the summaries of run1_baseline, run1b_baseline_maxbatch, run3_reversible_max_batch and
-    run4_reversible_deep, by name."""
+    run4_reversible_deep (and run 3b, `RUN3B`, when it ran), by name; `ablation`: `loss_head_ablation`'s result."""
     b_base, b_rev = mb["residual"]["batch"], mb[chosen["trunk"]]["batch"]
     run1, run1b = runs["run1_baseline"], runs["run1b_baseline_maxbatch"]
     run3, run4 = runs["run3_reversible_max_batch"], runs["run4_reversible_deep"]
     unigram = f"; a context-free model scores {run3['unigram_val_loss']:.3f}" if run3.get("unigram_val_loss") else ""
     capped = " (the search's cap, not the memory limit)" if deep_capped(deep.to_dict()) else ""
-    return _bullets([
+    lines = [
         f"Under {mb['budget_bytes'] / 2**20:.0f} MiB the reversible trunk fits batch {b_rev} against the "
         f"baseline's {b_base}: {b_rev / b_base:.2f}x.",
         f"At their max batches: validation loss {run3['final_val_loss']:.3f} (reversible) vs "
         f"{run1b['final_val_loss']:.3f} (baseline); {run3['tokens_per_s']:,.0f} vs {run1b['tokens_per_s']:,.0f} "
         f"tokens/s. The same tokens took {run3['steps']} vs {run1b['steps']} optimizer steps{unigram}.",
-        f"Spending the memory on depth: {deep.n_layer} reversible layers{capped} in the baseline's memory at batch "
-        f"{deep.batch} reached {run4['final_val_loss']:.3f} vs the baseline's {run1['final_val_loss']:.3f} "
-        f"at equal tokens.",
-    ])
+    ]
+    run3b = runs.get(RUN3B)
+    if run3b:
+        ok, why = stream_reliability(run3b["stream"], run3b["reconstruction_error"])
+        ok3, why3 = stream_reliability(run3["stream"], run3["reconstruction_error"])
+        lines.append(f"Run 3b, the same trunk on {run3b['stream']} at its own max batch {run3b['batch_size']}: "
+                     f"validation loss {run3b['final_val_loss']:.3f}, {run3b['tokens_per_s']:,.0f} tokens/s "
+                     f"({run3b['tokens_per_s'] / run3['tokens_per_s']:.2f}x run 3 on {run3['stream']}); run 3b is "
+                     f"{why}; run 3 is {why3}.")
+    lines.append(f"Spending the memory on depth: {deep.n_layer} reversible layers{capped} in the baseline's memory at "
+                 f"batch {deep.batch} reached {run4['final_val_loss']:.3f} vs the baseline's "
+                 f"{run1['final_val_loss']:.3f} at equal tokens.")
+    if loss_head_finding(ablation):
+        lines.append(loss_head_finding(ablation))
+    return _bullets(lines)

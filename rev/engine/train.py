@@ -11,6 +11,10 @@ warm-up then cosine decay, a function of the step number alone, so a resumed run
 `torchrun` the same function runs data-parallel (gloo on CPU, nccl on GPU): every rank draws the *global*
 batch from the same seeded generator and keeps its own slice, so N processes see exactly the data one
 process would.
+
+`resume="auto"` makes a run safe to start again after an interruption (what the notebooks use): a finished
+run with the same resolved settings (`run_key`) is returned from its summary.json, an unfinished one continues
+from its checkpoint (bit-exact, as `resume=True`), anything else starts afresh.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import csv
 import json
 import math
 import os
+import signal
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -29,7 +34,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from .files import atomic_path, write_json
+from .files import atomic_path, read_json, write_json
 from .optim import adamw, lr_at
 from .device import amp_dtype, autocast, describe, pick_device
 from .memory import peak_memory, state_tensors
@@ -50,7 +55,7 @@ class TrainConfig:
     profile: str = "cpu"
     trunk: str = "residual"
     out_dir: str | Path | None = None        # default results/<profile>/<trunk>
-    data_dir: str | Path = "data"            # root; the profile's corpus lives in data_dir/<data_name>
+    data_dir: str | Path = "data"            # root; the corpus: data_dir/<data_name> or its stand-in (profile_folder)
     h: float | None = None                   # default: 1.0 residual/reveuler, 0.5 midpoint
     stream: str = "fp32"
     n_layer: int | None = None               # overrides the profile's depth
@@ -64,7 +69,7 @@ class TrainConfig:
     eval_every: int | None = None
     eval_batches: int | None = None
     ckpt_every: int | None = None
-    resume: bool = False
+    resume: bool | str = False               # True: continue ckpt.pt; "auto": reuse / continue / start
     recon_threshold: float = RECON_LIMIT     # warn above this relative reconstruction error
     stop_after: int | None = None            # stop (as if killed) after this many steps; for tests and demos
     progress: bool = True
@@ -100,6 +105,21 @@ class Plan:
     ckpt_every: int
     out_dir: Path
     data_dir: Path
+
+
+def run_key(cfg: TrainConfig, plan: Plan, dtype: torch.dtype | None) -> dict:
+    """What fixes a run's numbers: model, profile, batch, schedule, seed and compute dtype (not where its
+    files live, nor how often it checkpoints), and the corpus folder it reads: a run made on a synthetic
+    stand-in is not reused once the real corpus is there. Two runs with equal keys train the same model;
+    JSON-shaped so it compares equal after a round trip through summary.json or a checkpoint."""
+    from .corpus import profile_folder
+
+    key = {"model": plan.model.to_dict(), "profile": asdict(plan.profile), "batch_size": plan.batch_size,
+           "data": profile_folder(plan.profile, plan.data_dir).name,
+           "steps": plan.steps, "warmup_steps": plan.warmup_steps, "lr": plan.lr, "min_lr": plan.min_lr,
+           "eval_every": plan.eval_every, "eval_batches": plan.eval_batches, "seed": cfg.seed,
+           "compute": "fp32" if dtype is None else str(dtype).replace("torch.", "")}
+    return json.loads(json.dumps(key))
 
 
 def plan_run(cfg: TrainConfig) -> Plan:
@@ -152,10 +172,13 @@ def _local_device(device: torch.device) -> torch.device:
 
 def ensure_data(prof: Profile, data_dir: Path, progress: bool = True):
     """Load the profile's corpus, preparing it first when it is not there yet."""
-    from .corpus import prepare_profile
+    from .corpus import prepare_profile, profile_folder
     from .data import load
 
-    folder = data_dir / prof.data_name
+    folder = profile_folder(prof, data_dir)
+    if folder.name != prof.data_name:  # never silent: the summary records it too (data, data_source)
+        print(f"note: profile {prof.name!r} trains on {folder}, the synthetic stand-in notebook 00 prepared when "
+              f"its {prof.data_source} corpus was unreachable")
     if not (folder / "meta.json").exists():
         print(f"data for profile {prof.name!r} not found in {folder}: preparing it now "
               f"(source {prof.data_source!r}, vocabulary {prof.vocab_size})")
@@ -173,7 +196,8 @@ def save_checkpoint(path: Path, state: dict) -> None:
 
 def load_checkpoint(path: Path, model_cfg: GPTConfig) -> dict:
     if not path.exists():
-        raise ValueError(f"cannot resume: no checkpoint at {path}; run without --resume to start fresh")
+        raise ValueError(f"cannot resume: no checkpoint at {path}; run without --resume to start fresh "
+                         f"(or with --resume auto: continue if there is a checkpoint, else start)")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # corrupt or not a checkpoint
@@ -232,16 +256,60 @@ def _read_log(path: Path, upto_step: int) -> list[dict]:
         return [r for r in csv.DictReader(f) if int(r["step"]) < upto_step]
 
 
+def _finished(plan: Plan, key: dict) -> dict | None:
+    """The summary of a finished run in `plan.out_dir` with this `run_key`, else None."""
+    path = plan.out_dir / "summary.json"
+    if not path.exists():
+        return None
+    try:
+        summary = read_json(path)
+    except ValueError:  # a damaged summary: train again rather than trust it
+        return None
+    return summary if summary.get("run_key") == key else None
+
+
+def _auto_checkpoint(path: Path, plan: Plan, key: dict) -> dict | None:
+    """`resume="auto"`: the checkpoint to continue from, or None (start afresh) when there is none or it
+    belongs to other settings (then it is overwritten as the new run goes)."""
+    if not path.exists():
+        return None
+    try:
+        ckpt = load_checkpoint(path, plan.model)
+    except ValueError as e:
+        print(f"{e}\nstarting {plan.out_dir} afresh")
+        return None
+    if ckpt.get("run_key") != key:
+        print(f"the checkpoint in {plan.out_dir} was written with other settings: starting afresh")
+        return None
+    print(f"resuming {plan.out_dir} from its checkpoint at step {ckpt['step']} of {plan.steps}")
+    return ckpt
+
+
+def _die_if_asked(plan: Plan) -> None:
+    """Test hook: `REV_KILL_AFTER_CHECKPOINT=<run folder name>` kills this process (SIGKILL: no clean-up
+    runs, as when a Colab session disconnects) right after that run writes a checkpoint, so a test can
+    interrupt a notebook at a known point instead of racing a timer."""
+    if os.environ.get("REV_KILL_AFTER_CHECKPOINT") == plan.out_dir.name:
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
 def train(cfg: TrainConfig) -> dict:
     """Run (or resume) one training run; returns the summary also written to summary.json."""
+    if cfg.resume not in (True, False, "auto"):
+        raise ValueError(f"resume must be True, False or 'auto', got {cfg.resume!r}")
     plan = plan_run(cfg)
     device = _local_device(pick_device(cfg.device))
     dtype = amp_dtype(device, cfg.precision)
+    key = run_key(cfg, plan, dtype)
+    if cfg.resume == "auto" and (done := _finished(plan, key)) is not None:
+        print(f"reusing the finished run in {plan.out_dir} (same settings; train with resume=False to redo it)")
+        return done
     rank, world = _dist_setup(device)
     if plan.batch_size % world:
         raise ValueError(f"batch_size {plan.batch_size} must be divisible by the {world} processes")
     ckpt_path = plan.out_dir / "ckpt.pt"
-    ckpt = load_checkpoint(ckpt_path, plan.model) if cfg.resume else None
+    ckpt = _auto_checkpoint(ckpt_path, plan, key) if cfg.resume == "auto" else \
+        load_checkpoint(ckpt_path, plan.model) if cfg.resume else None
     data = ensure_data(plan.profile, plan.data_dir, cfg.progress and rank == 0)
 
     torch.manual_seed(cfg.seed)
@@ -250,6 +318,9 @@ def train(cfg: TrainConfig) -> dict:
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     gen = torch.Generator().manual_seed(cfg.seed)
     start = 0
+    peak_bytes = None
+    t_start = time.perf_counter()
+    timed_tokens, timed_s, wall_before = 0, 0.0, 0.0
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
@@ -257,6 +328,11 @@ def train(cfg: TrainConfig) -> dict:
         gen.set_state(ckpt["sampler_rng"])
         torch.set_rng_state(ckpt["torch_rng"])
         start = int(ckpt["step"])
+        # the figures measured before the interruption, so a resumed run's summary reads like one run's
+        meters = ckpt.get("meters", {})
+        peak_bytes = meters.get("peak_bytes")
+        timed_tokens, timed_s = meters.get("timed_tokens", 0), meters.get("timed_s", 0.0)
+        wall_before = meters.get("wall_s", 0.0)
     ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
 
     writer = rank == 0
@@ -273,12 +349,12 @@ def train(cfg: TrainConfig) -> dict:
             save_checkpoint(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                         "scaler": scaler.state_dict(), "sampler_rng": gen.get_state(),
                                         "torch_rng": torch.get_rng_state(), "step": step,
-                                        "model_config": plan.model.to_dict()})
+                                        "model_config": plan.model.to_dict(), "run_key": key,
+                                        "meters": {"peak_bytes": peak_bytes, "timed_tokens": timed_tokens,
+                                                   "timed_s": timed_s,
+                                                   "wall_s": wall_before + time.perf_counter() - t_start}})
 
     tokens_per_step = plan.batch_size * plan.model.seq_len
-    peak_bytes = None
-    t_start = time.perf_counter()
-    timed_tokens, timed_s = 0, 0.0
     warm = min(plan.steps - 1, max(2, plan.steps // 20))  # steps excluded from tokens/s
     bar = tqdm(range(start, plan.steps), desc=f"{plan.profile.name}/{cfg.trunk}", disable=not (cfg.progress and writer),
                initial=start, total=plan.steps)
@@ -331,12 +407,14 @@ def train(cfg: TrainConfig) -> dict:
             cfg.callback(step, row, model)
         if (step + 1) % plan.ckpt_every == 0 or last:
             checkpoint(step + 1)
+            _die_if_asked(plan)
         if cfg.stop_after is not None and step + 1 - start >= cfg.stop_after and not last:
             stopped = True
             break
     bar.close()
     summary = _summarise(cfg, plan, model, data, device, dtype, log_rows, peak_bytes, timed_tokens, timed_s,
-                         time.perf_counter() - t_start, world, stopped)
+                         wall_before + time.perf_counter() - t_start, world, stopped)
+    summary["run_key"] = key
     if writer and not stopped:
         write_json(plan.out_dir / "summary.json", summary)
     return summary
@@ -375,6 +453,7 @@ def _summarise(cfg: TrainConfig, plan: Plan, model: GPT, data, device, dtype, ro
         "lr": plan.lr, "lr_scaling": cfg.lr_scaling, "n_params": model.n_params(),
         "final_train_loss": sum(tail) / len(tail) if tail else None,
         "final_val_loss": vals[-1] if vals else None, "unigram_val_loss": data.unigram_loss(),
+        "data": data.path.name, "data_source": data.meta.get("source"),
         "tokens_per_s": timed_tokens / timed_s if timed_s > 0 else None,
         "peak_memory_bytes": peak_bytes, "reconstruction_error": recon, "wall_s": wall_s,
         "device": describe(device, dtype), "torch": torch.__version__, "world_size": world,
@@ -389,7 +468,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trunk", default="residual", choices=list(TRUNKS))
     p.add_argument("--out", type=Path, help="run folder (default results/<profile>/<trunk>)")
     p.add_argument("--data-dir", type=Path, default=Path("data"))
-    p.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
+    p.add_argument("--resume", nargs="?", const=True, default=False, type=_resume_mode,
+                   help="continue from the run folder's checkpoint; `--resume auto`: reuse a finished run with "
+                        "the same settings, continue an unfinished one, else start")
     p.add_argument("--h", type=float)
     p.add_argument("--stream", default="fp32")
     p.add_argument("--n-layer", type=int)
@@ -404,6 +485,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ckpt-every", type=int)
     p.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
     p.add_argument("--no-progress", action="store_true")
+
+
+def _resume_mode(text: str) -> str:
+    if text != "auto":
+        raise argparse.ArgumentTypeError(f"--resume takes no value or 'auto', not {text!r}")
+    return text
 
 
 def run_cli(args: argparse.Namespace) -> int:
