@@ -40,6 +40,9 @@ class Profile:
     ckpt_every: int = 200        # steps between checkpoints
     # max-batch search on CPU: the byte budget a training step must fit in
     cpu_mem_budget: int = 2 * 2**30
+    # the max-batch runs (1b, 3, 3b) train on at least this many optimizer steps: their shared token budget
+    # grows when the largest max batch would otherwise get fewer (`max_batch_tokens`); 0 keeps `train_tokens`
+    max_batch_min_steps: int = 0
     # screening runs use this fraction of the token budget
     screening_fraction: float = 0.25
     # "full": both reversible integrators at two h on fp32 and on fp64/fixed; "minimal": one of each (CI)
@@ -56,14 +59,17 @@ PROFILES: dict[str, Profile] = {
         name="smoke", d_model=64, n_layer=2, n_head=2, seq_len=64, vocab_size=512,
         data_source="synthetic", data_name="synthetic-smoke", data_tokens=200_000,
         batch_size=8, train_tokens=40_960, lr=3e-3, min_lr=3e-4, warmup_tokens=4_096,
-        eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=16 * 2**20,
+        eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=16 * 2**20, max_batch_min_steps=4,
         screening_fraction=0.25, screening_set="minimal", deep_max_layers=6,
     ),
     "cpu": Profile(
         name="cpu", d_model=128, n_layer=6, n_head=4, seq_len=128, vocab_size=2048,
         data_source="synthetic", data_name="synthetic-cpu", data_tokens=5_000_000,
         batch_size=16, train_tokens=800_000, lr=2e-3, min_lr=2e-4, warmup_tokens=50_000,
-        eval_every=50, eval_batches=8, ckpt_every=200, cpu_mem_budget=320 * 2**20,
+        # a small device's budget, so the max-batch runs teach: at 320 MiB the reversible trunks fit 170-250
+        # sequences and 800K tokens gave them 25-36 steps (they ended on the context-free line); at 72 MiB
+        # reveuler_rev fits ~42 (midpoint_rev ~28, residual ~7), 150+ steps on the same tokens, searches cheaper
+        eval_every=50, eval_batches=8, ckpt_every=200, cpu_mem_budget=72 * 2**20, max_batch_min_steps=150,
         screening_fraction=0.2, deep_max_layers=12,
     ),
     "t4": Profile(
@@ -100,17 +106,30 @@ MAIN_RUNS: dict[str, MainRun] = {
                                     "the deepest reversible model that fits the baseline's memory at its batch"),
 }
 
+# Runs the report shows when they are there, never listed as missing: run 3b (notebook 06) and the screening's
+# runner-up at the full budget (notebook 07).
+EXTRA_RUNS: dict[str, MainRun] = {
+    "run3b_reversible_max_batch_stream": MainRun("reversible, max batch, other stream", "reversible max batch, 3b",
+                                                 "the screened reversible trunk on the other stream (fp32 <-> "
+                                                 "fp64) at its own max batch"),
+    "run2b_screening_runner_up": MainRun("screening runner-up", "runner-up",
+                                         "the screening's second-best reversible candidate at the profile's batch"),
+}
+
 # Sizes of the companion chapters' experiments, per profile, next to the profiles they belong to: chapter ->
 # profile -> keyword arguments of that chapter's size dataclass (each chapter module builds its own from these).
 CHAPTER_SIZES: dict[str, dict[str, dict]] = {
     # notebook 08: "sweep" -> thermo.SweepSizes (the potential measurements), "shock" -> thermo.FluctuationSizes
+    # (the paper's Figure 2 size from cpu up, run by `python -m rev thermo-shock`), "quick" -> changes to "shock"
+    # the notebook runs when that command's results are not cached (cpu: paper-size seeds take ~4.5 min each)
     "thermo": {
         "smoke": {"sweep": dict(n_etas=4, total_steps_at_max=4, n_points=3, k_tr=4, n_sub=8, drift_steps=100),
                   "shock": dict(d_model=32, n_head=2, d_ff=64, vocab_size=16, seq_len=6, batch_size=16,
-                                change_step=60, total_steps=120, window=30, threads=1)},
+                                change_step=60, total_steps=120, window=30, threads=1, layout="distinct",
+                                seeds=2)},
         "cpu": {"sweep": dict(),
-                "shock": dict(d_model=64, n_head=4, d_ff=256, vocab_size=32, seq_len=12, batch_size=32,
-                              change_step=400, total_steps=800, window=150, threads=1)},
+                "shock": dict(threads=1, seeds=3),
+                "quick": dict(d_model=64, d_ff=256, batch_size=32, change_step=300, total_steps=600, window=100)},
         "t4": {"sweep": dict(n_etas=7), "shock": dict(transformer_scan=(1 / 3, 3.0), device="auto")},
         "full": {"sweep": dict(n_etas=7), "shock": dict(transformer_scan=(1 / 3, 3.0), device="auto")},
     },
@@ -123,6 +142,18 @@ CHAPTER_SIZES: dict[str, dict[str, dict]] = {
         "cpu": dict(steps=60, n_stories=400, lr=3e-3, pretrain_fraction=0.25),
         "t4": dict(steps=20, n_stories=1000, lr=2e-3, pretrain_fraction=0.25),
         "full": dict(steps=20, n_stories=1000, lr=2e-3, pretrain_fraction=0.1),
+    },
+    # notebook 09b -> lowrank.LowRankSizes: state m x m (m = the maximum rank), side x side images read one pixel
+    # a step, paired seeds, the controller's starting rank, initial spacings, probe rounds (enough to reach m from
+    # rank0), held-out calibration seeds and directions per enrichment. Small on CPU: every gradient walks the
+    # sequence step by step through the reverse map.
+    "lowrank": {
+        "smoke": dict(m=6, batch=4, side=3, seeds=2, rank0=2, spacings=(4,), rounds=4, calib_seeds=1, rank_step=1),
+        "cpu": dict(m=8, batch=8, side=4, seeds=8, rank0=2, spacings=(8,), rounds=6, calib_seeds=3, rank_step=1),
+        "t4": dict(m=32, batch=16, side=8, seeds=8, rank0=5, spacings=(4, 8, 16), rounds=8, calib_seeds=3,
+                   rank_step=4),
+        "full": dict(m=32, batch=16, side=8, seeds=8, rank0=5, spacings=(4, 8, 16), rounds=8, calib_seeds=3,
+                     rank_step=4),
     },
     # notebook 09 -> adaptive.ChapterSizes: deeper and narrower than the profile's model (the defect is a matter
     # of depth), pretraining and fine-tuning budgets, hook cadence, and the expansion gains scanned for the stress
@@ -162,3 +193,11 @@ def resolve_profile_name(name: str = "auto") -> str:
 def get_profile(name: str = "auto") -> Profile:
     """The named profile (`auto` resolved as in `resolve_profile_name`)."""
     return PROFILES[resolve_profile_name(name)]
+
+
+def max_batch_tokens(profile: str, batches: list[int]) -> int:
+    """The token budget the max-batch runs share: the profile's `train_tokens`, raised when needed so the
+    largest of `batches` still takes `max_batch_min_steps` optimizer steps (equal tokens for every max-batch
+    run, so the smaller batches take more steps)."""
+    prof = get_profile(profile)
+    return max(prof.train_tokens, prof.max_batch_min_steps * max(batches) * prof.seq_len)

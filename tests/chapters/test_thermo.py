@@ -5,6 +5,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -395,3 +396,102 @@ def test_findings_give_figures_takeaways_and_summary(tmp_path):
                 th.plot_drift({0.1: th.balance_drift(0.1, 20)}), th.plot_shock(shock, sizes)):
         assert fig.axes
         plt.close(fig)
+
+
+# --- issue 19: the paper's protocol (data, seeds, verdicts) and the potentials along SGD paths ----------------
+
+def test_paper_batch_matches_the_papers_description():
+    # tokens drawn from {4..V-1}; 5% of the targets replaced by a uniform draw from {4..V-1}
+    g = torch.Generator().manual_seed(2)
+    b = th.reversal_batch(4000, 16, 64, 0.05, g, layout="paper")
+    assert int(b.source.min()) == 4 and int(b.source.max()) == 63             # the full data range, no specials
+    assert int(b.labels.min()) >= 4 and int(b.labels.max()) <= 63
+    assert (b.inputs[:, 16] == 3).all()                                        # a reserved token separates
+    assert torch.equal(b.targets[:, 16:], b.labels) and (b.targets[:, :16] == -100).all()
+    n = b.noise_mask.numel()
+    assert abs(b.noise_mask.float().mean().item() - 0.05) < 4 * math.sqrt(0.05 * 0.95 / n)
+    clean = b.source.flip(1)
+    assert torch.equal(b.labels[~b.noise_mask], clean[~b.noise_mask])         # only the chosen 5% change
+    draws = b.labels[b.noise_mask]
+    assert int(draws.min()) == 4 and int(draws.max()) == 63                   # the replacement spans {4..V-1}
+    # a uniform draw keeps the clean token 1/60 of the time: wrong labels are 5% x 59/60
+    kept = (draws == clean[b.noise_mask]).float().mean().item()
+    assert abs(kept - 1 / 60) < 4 * math.sqrt(1 / 60 / draws.numel())
+
+
+def test_paper_layout_is_the_default_from_cpu_up_and_its_noise_floor():
+    assert th.FluctuationSizes().layout == "paper" and th.FLUCTUATION_SIZES["cpu"].layout == "paper"
+    cpu = th.FLUCTUATION_SIZES["cpu"]
+    assert (cpu.d_model, cpu.n_head, cpu.d_ff, cpu.n_layer, cpu.vocab_size, cpu.seq_len, cpu.noise,
+            cpu.change_step) == (128, 4, 512, 2, 64, 16, 0.05, 1000) and cpu.seeds >= 3
+    assert th.FLUCTUATION_SIZES["full"].seeds > cpu.seeds
+    quick = th.quick_shock_sizes("cpu")
+    assert (quick.vocab_size, quick.seq_len, quick.noise, quick.layout, quick.seeds) == (64, 16, 0.05, "paper", 3)
+    assert th.quick_shock_sizes("full") is None
+    p, n = 0.05, 60
+    keep = 1 - p + p / n
+    assert th.noise_floor(cpu) == pytest.approx(-keep * math.log(keep) - (n - 1) * p / n * math.log(p / n))
+    with pytest.raises(ValueError, match="layout"):
+        th.reversal_batch(2, 4, 8, 0.1, layout="shuffled")
+
+
+def test_verdict_over_seeds_is_not_decided_when_seeds_disagree():
+    assert th.verdict_over_seeds(["anomalous"] * 3) == "anomalous"
+    assert th.verdict_over_seeds(["ordinary", "ordinary"]) == "ordinary"
+    assert th.verdict_over_seeds(["anomalous", "ordinary", "anomalous"]) == th.UNDECIDED == "not decided"
+    assert th.verdict_over_seeds(["anomalous"]) == th.UNDECIDED                # one seed decides nothing
+    # through the table: seed 1 flips the transformer's direction measure
+    rows = []
+    for seed, (up, down) in enumerate([(0.5, 0.8), (0.9, 0.7), (0.4, 0.6)]):
+        for f, r in ((5.0, up), (0.2, down), (1.0, 1.0)):
+            rows += [dict(kind=k, seed=seed, measure="direction", factor=f, response=r if k == "transformer" else
+                          {5.0: 2.0, 0.2: 0.5, 1.0: 1.0}[f]) for k in ("transformer", "linear")]
+    v = th.verdict_table(pd.DataFrame(rows)).set_index("kind")
+    assert v.loc["transformer", "verdict"] == th.UNDECIDED and v.loc["transformer", "seeds"] == "0:a 1:o 2:a"
+    assert v.loc["linear", "verdict"] == "ordinary"
+    assert th.claim_status(v.reset_index(), "direction") == th.UNDECIDED
+
+
+def test_seed_table_measures_and_the_variance_is_fluctuation_summarys():
+    sizes = th.FLUCTUATION_SIZES["smoke"].replace(change_step=6, total_steps=12, window=3, layout="paper")
+    runs = th.shock_over_seeds(sizes, seeds=[0, 1], kinds=["linear"])
+    table = th.seed_table(runs, sizes)
+    assert set(table.measure) == set(th.MEASURES) and set(table.seed) == {0, 1}
+    assert np.allclose(table[table.factor == 1.0].response, 1.0)
+    up = table[(table.factor == 5.0) & (table.measure == "update")]
+    direct = table[(table.factor == 5.0) & (table.measure == "direction")]
+    assert np.allclose(up.ratio.to_numpy(), 5 * direct.ratio.to_numpy())        # |dtheta| = eta |dtheta|/eta
+    var = table[(table.seed == 0) & (table.measure == "variance")].set_index("factor").response
+    ref = th.fluctuation_summary(runs["linear"][0], sizes).set_index("factor").response_over_eta2
+    assert np.allclose(var.sort_index(), ref.sort_index())
+    assert len(th.per_seed_table(table)) == 2 * len(th.MEASURES)
+
+
+def test_cached_runs_round_trip_and_are_used_only_when_they_match(tmp_path):
+    sizes = th.FLUCTUATION_SIZES["smoke"].replace(change_step=6, total_steps=12, window=3)
+    runs = th.shock_over_seeds(sizes, seeds=[0], kinds=["linear"])
+    th.save_runs(tmp_path / "smoke" / "thermo_shock.json", runs, sizes, "smoke")
+    back, saved = th.load_runs(th.cache_path(tmp_path, "smoke"))
+    assert saved == sizes
+    assert np.allclose(back["linear"][0][5.0].update_norm, runs["linear"][0][5.0].update_norm, rtol=1e-6)
+    # the smoke profile's sizes differ from these: the notebook runs its own instead of the stale cache
+    _, used, source = th.notebook_runs(tmp_path, "smoke")
+    assert used == th.FLUCTUATION_SIZES["smoke"] and "cached" not in source
+
+
+@pytest.mark.parametrize("make", [th.logistic_problem, th.mlp_problem])
+def test_sgd_path_potentials_approach_eta_over_4_u2_with_slope_one(make):
+    pb = make()
+    kw = dict(n_etas=5, total_steps_at_max=4, n_points=3, k_tr=4, n_sub=8)
+    # in expectation: the relative error averaged over three minibatch streams, then fitted against eta
+    sweep = pd.concat([th.potential_sweep([pb], batch_size=16, seed=s, **kw) for s in range(3)])
+    mean = sweep.groupby(["problem", "potential", "eta"], sort=False, as_index=False).error.mean()
+    slopes = th.slope_table(mean).set_index("potential")
+    assert set(slopes.index) == set(th.POTENTIALS)
+    for pot in th.POTENTIALS:
+        assert 0.8 < slopes.loc[pot, "slope_tail"] < 1.25, (pot, slopes.loc[pot, "slope_tail"])
+    assert slopes.error_at_smallest_eta.max() < 0.05
+    # the path really is SGD: it leaves the full-batch gradient-descent path
+    gd = th.potential_sweep([pb], **kw)
+    assert not np.allclose(sweep[sweep.index.isin(gd.index)].error.to_numpy()[:len(gd)], gd.error.to_numpy())
+    assert th.potential_sweep([th.quadratic_problem()], n_etas=2, batch_size=4).empty   # no data, no SGD

@@ -22,6 +22,8 @@ The package, one concern per module, in the order the notebook tells the story:
 * `symmetry`  the rescaling-symmetry drift (phi breaks rescaling, keeps rotations);
 * `sizes`     the per-profile sizes, read from `rev.engine.profiles.CHAPTER_SIZES["thermo"]`;
 * `shock`     the learning-rate shock experiment on a tiny causal transformer and a linear perceptron;
+* `seeds`     that shock over several seeds: four measures, before/after responses, verdicts ("not decided");
+* `cache`     the paper-size shock as `python -m rev thermo-shock`, its cached JSON and what the notebook shows;
 * `findings`  the notebook's figures, its computed takeaways and its summary JSON;
 * `exercises` the checks of the notebook's exercises (08.1-08.3).
 
@@ -33,30 +35,37 @@ from .defect import (coupling, coupling_recursion, entropy_production, entropy_p
                      renormalised_potential, renormalised_update, reverse_step, round_trip)
 from .exercises import (check_backward_sign_break, check_defect_slopes, check_round_trip_defect, defect_scaling,
                         scaling_problem)
-from .findings import (ChapterFindings, plot_coupling, plot_drift, plot_error_slopes, plot_shock, takeaways,
-                       write_summary)
+from .cache import cache_path, load_runs, notebook_runs, save_runs
+from .findings import (ChapterFindings, plot_coupling, plot_drift, plot_error_slopes, plot_shock, plot_shock_seeds,
+                       takeaways, write_summary)
 from .measure import (POTENTIALS, ROUNDING, Measurement, compare, coupling_table, entropy_identity_table, eta_grid,
-                      loglog_slope, measure_coupling, measure_potentials, potential_sweep, projection_ratio,
-                      renormalisation_mismatch, round_trip_table, slope_table, stochastic_limit)
+                      loglog_slope, measure_coupling, measure_potentials, minibatch_stream, potential_sweep,
+                      projection_ratio, renormalisation_mismatch, round_trip_table, slope_table, stochastic_limit)
 from .problems import (DTYPE, Field, Problem, logistic_problem, mlp_problem, quadratic_problem, standard_problems,
                        top_curvature, torch_threads)
-from .shock import (MODELS, LinearPerceptron, ReversalBatch, TinyCausalTransformer, base_learning_rate,
+from .seeds import (MEASURES, UNDECIDED, claim_status, measure_series, per_seed_table, seed_table, seed_verdict,
+                    shock_over_seeds, verdict_over_seeds, verdict_table)
+from .shock import (LAYOUTS, MODELS, LinearPerceptron, ReversalBatch, TinyCausalTransformer, base_learning_rate,
                     fluctuation_summary, fluctuation_verdict, lr_scan, lr_shock_experiment, noise_floor,
                     resolve_device, response_row, reversal_batch, windowed_variance)
-from .sizes import FLUCTUATION_SIZES, SWEEP_SIZES, FluctuationSizes, SweepSizes, chapter_sizes
+from .sizes import (FLUCTUATION_SIZES, SWEEP_SIZES, FluctuationSizes, SweepSizes, chapter_sizes,
+                    quick_shock_sizes)
 from .symmetry import balance_drift, drift_rate_ratio, drift_table, product_loss, symmetry_defects
 
 __all__ = ["coupling", "coupling_recursion", "entropy_production", "entropy_production_identity", "fine_steps",
            "flow_rk4", "gd_step", "gd_trajectory", "grad_phi", "modified_update", "quadratic_round_trip_prediction",
            "renormalised_potential", "renormalised_update", "reverse_step", "round_trip",
            "check_backward_sign_break", "check_defect_slopes", "check_round_trip_defect", "defect_scaling",
-           "scaling_problem", "ChapterFindings", "plot_coupling", "plot_drift", "plot_error_slopes", "plot_shock",
+           "scaling_problem", "cache_path", "load_runs", "notebook_runs", "save_runs", "ChapterFindings",
+           "plot_coupling", "plot_drift", "plot_error_slopes", "plot_shock", "plot_shock_seeds",
            "takeaways", "write_summary", "POTENTIALS", "ROUNDING", "Measurement", "compare", "coupling_table",
            "entropy_identity_table", "eta_grid", "loglog_slope", "measure_coupling", "measure_potentials",
-           "potential_sweep", "projection_ratio", "renormalisation_mismatch", "round_trip_table", "slope_table",
+           "minibatch_stream", "potential_sweep", "projection_ratio", "renormalisation_mismatch", "round_trip_table", "slope_table",
            "stochastic_limit", "DTYPE", "Field", "Problem", "logistic_problem", "mlp_problem", "quadratic_problem",
-           "standard_problems", "top_curvature", "torch_threads", "MODELS", "LinearPerceptron", "ReversalBatch",
+           "standard_problems", "top_curvature", "torch_threads", "MEASURES", "UNDECIDED", "claim_status",
+           "measure_series", "per_seed_table", "seed_table", "seed_verdict", "shock_over_seeds",
+           "verdict_over_seeds", "verdict_table", "LAYOUTS", "MODELS", "LinearPerceptron", "ReversalBatch",
            "TinyCausalTransformer", "base_learning_rate", "fluctuation_summary", "fluctuation_verdict", "lr_scan",
            "lr_shock_experiment", "noise_floor", "resolve_device", "response_row", "reversal_batch",
            "windowed_variance", "FLUCTUATION_SIZES", "SWEEP_SIZES", "FluctuationSizes", "SweepSizes",
-           "chapter_sizes", "balance_drift", "drift_rate_ratio", "drift_table", "product_loss", "symmetry_defects"]
+           "chapter_sizes", "quick_shock_sizes", "balance_drift", "drift_rate_ratio", "drift_table", "product_loss", "symmetry_defects"]

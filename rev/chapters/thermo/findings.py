@@ -1,13 +1,14 @@
 """Notebook 08 (training irreversibility): what the notebook shows, from what it measured.
 
-The four figures (the coupling g(k), the O(eta) error slopes, the balance drift, the learning-rate shock), the
-takeaways as Markdown, and the summary JSON, all built from one `ChapterFindings` that the notebook fills with
+The figures (the coupling g(k), the O(eta) error slopes, the balance drift, the learning-rate shock of one seed
+and, paper-style, over seeds), the takeaways as Markdown, and the summary JSON, all built from one `ChapterFindings` that the notebook fills with
 its tables.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -19,6 +20,7 @@ import pandas as pd
 from rev.engine.files import write_text
 
 from .defect import coupling
+from .seeds import MEASURES, UNDECIDED, ShockRuns, claim_status, measure_series
 from .shock import fluctuation_verdict, windowed_variance
 from .sizes import FluctuationSizes
 
@@ -108,6 +110,40 @@ def plot_shock(shock: dict[str, dict[float, pd.DataFrame]], sizes: FluctuationSi
     return fig
 
 
+ARM_STYLE = {5.0: ("LR x5", "C3"), 0.2: ("LR /5", "C0"), 1.0: ("control", "0.4")}
+
+
+def plot_shock_seeds(runs: ShockRuns, sizes: FluctuationSizes, measures: Sequence[str] = tuple(MEASURES),
+                     smooth: int = 20) -> plt.Figure:
+    """The paper's Figure 2 style: each measure against steps, the three arms, median over seeds with the
+    min..max band shaded; one column per model. Means are smoothed over `smooth` steps for readability."""
+    kinds = list(runs)
+    fig, axes = plt.subplots(len(measures), len(kinds), figsize=(6 * len(kinds), 2.6 * len(measures)),
+                             sharex=True, squeeze=False)
+    for j, kind in enumerate(kinds):
+        for f, (label, color) in ARM_STYLE.items():
+            per_seed = [measure_series(arms[f], sizes) for arms in runs[kind].values()]
+            for i, m in enumerate(measures):
+                ys = np.stack([ser[m] if m == "variance" else
+                               pd.Series(ser[m]).rolling(smooth, min_periods=1).mean().to_numpy()
+                               for ser in per_seed])
+                x = np.arange(ys.shape[1])
+                with warnings.catch_warnings():      # the variance is NaN until its window fills
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    lo, mid, hi = np.nanmin(ys, 0), np.nanmedian(ys, 0), np.nanmax(ys, 0)
+                axes[i, j].plot(x, mid, color=color, lw=1, label=label)
+                axes[i, j].fill_between(x, lo, hi, color=color, alpha=0.25, lw=0)
+                axes[i, j].set_yscale("log")
+        for i, m in enumerate(measures):
+            axes[i, j].axvline(sizes.change_step, color="k", ls=":", lw=1)
+            axes[i, 0].set_ylabel(MEASURES[m], fontsize=9)
+        axes[0, j].set_title(f"{kind}: {len(runs[kind])} seeds (median, min..max)")
+        axes[-1, j].set_xlabel("step")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 # ----------------------------------------------------------------------------------------------------------
 # takeaways and summary
 # ----------------------------------------------------------------------------------------------------------
@@ -125,6 +161,9 @@ class ChapterFindings:
     symmetry: pd.DataFrame                       # symmetry_defects (rotation first)
     shock: dict[str, pd.DataFrame]               # model kind -> fluctuation_summary
     scans: dict[str, pd.DataFrame]               # model kind -> lr_scan
+    seed_verdicts: pd.DataFrame | None = None    # seeds.verdict_table of the multi-seed shock
+    shock_source: str = ""                       # where those runs came from (cache or a reduced run)
+    sgd_slopes: pd.DataFrame | None = None       # slope_table of the potential sweep along SGD paths
 
     def verdict(self, kind: str, column: str = "response_over_eta2") -> str:
         return fluctuation_verdict(self.shock[kind], column=column)
@@ -146,6 +185,10 @@ class ChapterFindings:
             verdicts={f"{k}/{c}": self.verdict(k, c) for k in self.shock
                       for c in ("response_raw", "response_over_eta2")},
             lr_scans={kind: sc.to_dict(orient="records") for kind, sc in self.scans.items()},
+            over_seeds=(None if self.seed_verdicts is None
+                        else dict(source=self.shock_source, verdicts=self.seed_verdicts.to_dict(orient="records"))),
+            sgd_slopes=(None if self.sgd_slopes is None else
+                        {f"{r.problem}/{r.potential}": r.slope_tail for r in self.sgd_slopes.itertuples()}),
         )
 
 
@@ -185,7 +228,23 @@ def takeaways(f: ChapterFindings) -> str:
     else:
         lines.append(f"Whether the transformer's verdict survives other base LRs is not tested at the {f.profile} "
                      "profile; one seed, one base LR per model: treat the verdicts as a single measurement, not a law.")
+    if f.seed_verdicts is not None:
+        lines.append(_seeds_line(f.seed_verdicts, f.shock_source))
+    if f.sgd_slopes is not None:
+        sl = f.sgd_slopes.dropna(subset=["slope_tail"])
+        lines.append(f"Along SGD paths (minibatch noise, the paper's Figure 1) the potentials of each step's field "
+                     f"approach $(\\eta/4)|U_B|^2$ with slopes {sl.slope_tail.min():.2f}..{sl.slope_tail.max():.2f}.")
     return "\n".join(f"- {line}" for line in lines)
+
+
+def _seeds_line(verdicts: pd.DataFrame, source: str) -> str:
+    """One takeaway: the verdict per measure over seeds, and the paper's claim on each."""
+    v = verdicts.set_index(["kind", "measure"]).verdict
+    parts = [f"{MEASURES[m]}: transformer {v['transformer', m]}, perceptron {v['linear', m]} "
+             f"(claim {claim_status(verdicts, m)})" for m in verdicts.measure.unique()]
+    n_undecided = int((verdicts.verdict == UNDECIDED).sum())
+    return (f"Over seeds ({source}): " + "; ".join(parts) + f". {n_undecided} of {len(verdicts)} verdicts are "
+            f"{UNDECIDED}: a verdict stands only when every seed agrees.")
 
 
 def write_summary(path: str | Path, summary: dict) -> None:

@@ -56,7 +56,8 @@ def projection_ratio(measured: Sequence[Tensor], predicted: Sequence[Tensor]) ->
 def measure_potentials(problem: Problem, eta: float, total_time: float, n_points: int = 6, k_tr: int = 6,
                        n_sub: int = 16, temperature: float = 0.0, seed: int = 0,
                        potentials: Sequence[str] = POTENTIALS,
-                       reverse: Callable[[Field, Tensor, float], Tensor] = reverse_step) -> dict[str, Measurement]:
+                       reverse: Callable[[Field, Tensor, float], Tensor] = reverse_step,
+                       batches: Callable[[int], Problem] | None = None) -> dict[str, Measurement]:
     """measured vs predicted for the four potentials along one gradient-descent trajectory of step eta.
 
     The trajectory runs for `total_time` (so ~total_time/eta steps); the three vector potentials are
@@ -69,6 +70,8 @@ def measure_potentials(problem: Problem, eta: float, total_time: float, n_points
 
     `potentials` picks a subset (the vector ones cost extra gradient evaluations at each point). `reverse` is
     the time-reversed step TA uses, (update, theta, eta) -> theta + eta U(theta); exercise 08.3 swaps in a broken one.
+    `batches(i)` is the problem of step i (an SGD path: the minibatch loss, see `minibatch_stream`); every
+    potential of that step is then measured and predicted with its field U_B, so phi = (eta/4)|U_B|^2.
     """
     eta = _check_eta(eta)
     total_time = _check_eta(total_time, "total_time")
@@ -88,23 +91,25 @@ def measure_potentials(problem: Problem, eta: float, total_time: float, n_points
     pred = {p: [] for p in POTENTIALS}
     g_tr = coupling(k_tr)
     theta = problem.theta0.clone()
-    u, loss = problem.update_and_loss(theta)
+    pb = problem if batches is None else batches(0)
+    u, loss = pb.update_and_loss(theta)
     for i in range(n_steps):
         gd = theta - eta * u
         if i in points and set(potentials) - {"ST"}:
-            p = eta / 2 * problem.ju(theta, u)
+            p = eta / 2 * pb.ju(theta, u)
             if "DE" in potentials:
-                m["DE"].append((flow_rk4(problem.update, theta, eta, n_sub) - gd) / eta)
+                m["DE"].append((flow_rk4(pb.update, theta, eta, n_sub) - gd) / eta)
                 pred["DE"].append(p)
             if "TA" in potentials:
-                m["TA"].append(-(reverse(problem.update, gd, eta) - theta) / (2 * eta))
+                m["TA"].append(-(reverse(pb.update, gd, eta) - theta) / (2 * eta))
                 pred["TA"].append(p)
             if "TR" in potentials:
-                m["TR"].append((fine_steps(problem.update, theta, eta, k_tr) - gd) / eta)
+                m["TR"].append((fine_steps(pb.update, theta, eta, k_tr) - gd) / eta)
                 pred["TR"].append(4 * g_tr * p)
         nxt = gd if temperature == 0 else gd + math.sqrt(2 * eta * temperature) * torch.randn(
             theta.shape, generator=gen, dtype=theta.dtype)
-        u_next, loss_next = problem.update_and_loss(nxt)
+        # the step's own field at both ends: the reversed transition is judged with the same minibatch
+        u_next, loss_next = pb.update_and_loss(nxt)
         if temperature == 0:
             t_sigma = entropy_production_identity(theta, nxt, u, u_next, eta)
         else:
@@ -113,7 +118,22 @@ def measure_potentials(problem: Problem, eta: float, total_time: float, n_points
         m["ST"].append((t_sigma + loss_next - loss).reshape(1))
         pred["ST"].append((eta / 4 * (u_next.pow(2).sum() - u.pow(2).sum())).reshape(1))
         theta, u, loss = nxt, u_next, loss_next
+        if batches is not None:
+            pb = batches(i + 1)
+            u, loss = pb.update_and_loss(theta)
     return {p: compare(m[p], pred[p]) for p in potentials}
+
+
+def minibatch_stream(problem: Problem, batch_size: int, seed: int = 0) -> Callable[[int], Problem]:
+    """step -> the problem on that step's minibatch (rows drawn without replacement, reproducible per step)."""
+    _check_positive_int(batch_size, "batch_size")
+    if not 0 < batch_size <= problem.n_samples:
+        raise ValueError(f"batch_size must be in 1..{problem.n_samples} for {problem.name}, got {batch_size}")
+
+    def batch(step: int) -> Problem:
+        g = torch.Generator().manual_seed(1_000_003 * seed + step)
+        return problem.minibatch(torch.randperm(problem.n_samples, generator=g)[:batch_size])
+    return batch
 
 
 def eta_grid(eta_max: float, n_etas: int) -> list[float]:
@@ -124,27 +144,35 @@ def eta_grid(eta_max: float, n_etas: int) -> list[float]:
 
 def potential_sweep(problems: Iterable[Problem], n_etas: int = 6, stability: float = 0.5,
                     total_steps_at_max: int = 12, n_points: int = 6, k_tr: int = 6, n_sub: int = 16,
-                    progress: Callable | None = None) -> pd.DataFrame:
+                    progress: Callable | None = None, batch_size: int | None = None,
+                    seed: int = 0) -> pd.DataFrame:
     """measured/predicted of every potential, for every problem, over a halving grid of eta.
 
     eta_max = stability / (top Hessian eigenvalue at theta0); each trajectory runs for the same time
     total_steps_at_max * eta_max, so the points measured are (nearly) the same for every eta.
-    Returns one row per (problem, potential, eta) with the projection `ratio` and the relative `error`.
+    With `batch_size` the trajectories are SGD paths (minibatch noise, the paper's Figure 1) and problems
+    without data are left out. Returns one row per (problem, potential, eta) with the projection `ratio` and
+    the relative `error`.
     """
+    if batch_size is not None:
+        problems = [pb for pb in problems if pb.n_samples]
     with torch_threads(1):
         return _potential_sweep(list(problems), n_etas, stability, total_steps_at_max, n_points, k_tr, n_sub,
-                                progress)
+                                progress, batch_size, seed)
 
 
 def _potential_sweep(problems: list[Problem], n_etas: int, stability: float, total_steps_at_max: int,
-                     n_points: int, k_tr: int, n_sub: int, progress: Callable | None) -> pd.DataFrame:
+                     n_points: int, k_tr: int, n_sub: int, progress: Callable | None, batch_size: int | None,
+                     seed: int) -> pd.DataFrame:
     rows = []
     work = [(pb, eta) for pb in problems
             for eta in eta_grid(stability / top_curvature(pb), n_etas)]
     it = progress(work) if progress is not None else work
     t_total = {pb.name: stability / top_curvature(pb) * total_steps_at_max for pb in problems}
     for pb, eta in it:
-        ratios = measure_potentials(pb, eta, t_total[pb.name], n_points=n_points, k_tr=k_tr, n_sub=n_sub)
+        batches = None if batch_size is None else minibatch_stream(pb, batch_size, seed)
+        ratios = measure_potentials(pb, eta, t_total[pb.name], n_points=n_points, k_tr=k_tr, n_sub=n_sub,
+                                    batches=batches)
         for pot, r in ratios.items():
             rows.append(dict(problem=pb.name, potential=pot, eta=eta, ratio=r.ratio, error=r.error))
     return pd.DataFrame(rows)

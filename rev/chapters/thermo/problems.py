@@ -82,6 +82,15 @@ class Problem:
     loss: Callable[[Tensor], Tensor]
     theta0: Tensor
     hessian: Tensor | None = None            # known exactly only for the quadratic
+    n_samples: int = 0                       # data points the loss averages over (0: no data, no minibatches)
+    rows_loss: Callable[[Tensor, Tensor], Tensor] | None = None   # (theta, row indices) -> loss on those rows
+
+    def minibatch(self, rows: Tensor) -> "Problem":
+        """The same problem with the loss averaged over `rows` only: one SGD step's field."""
+        if self.rows_loss is None:
+            raise ValueError(f"the {self.name} problem has no data to draw minibatches from")
+        rows_loss = self.rows_loss
+        return Problem(f"{self.name}[{len(rows)}]", lambda th: rows_loss(th, rows), self.theta0)
 
     def update(self, theta: Tensor) -> Tensor:
         return _grad_and_value(self.loss, theta)[0]
@@ -127,11 +136,12 @@ def logistic_problem(n: int = 64, dim: int = 4, seed: int = 0, weight_decay: flo
     y = torch.bernoulli(torch.sigmoid(x @ w_star), generator=g)
     theta0 = 0.5 * torch.randn(dim, generator=g, dtype=DTYPE)
 
-    def loss(w: Tensor) -> Tensor:
-        z = x @ w
-        return (F.softplus(z) - y * z).mean() + 0.5 * weight_decay * w @ w
+    def rows_loss(w: Tensor, rows: Tensor) -> Tensor:
+        z = x[rows] @ w
+        return (F.softplus(z) - y[rows] * z).mean() + 0.5 * weight_decay * w @ w
 
-    return Problem("logistic", loss, theta0)
+    every = torch.arange(n)
+    return Problem("logistic", lambda w: rows_loss(w, every), theta0, n_samples=n, rows_loss=rows_loss)
 
 
 def mlp_problem(n: int = 48, hidden: int = 8, seed: int = 0) -> Problem:
@@ -145,12 +155,13 @@ def mlp_problem(n: int = 48, hidden: int = 8, seed: int = 0) -> Problem:
                         torch.randn(hidden, generator=g, dtype=DTYPE) / math.sqrt(hidden),
                         torch.zeros(1, dtype=DTYPE)])
 
-    def loss(th: Tensor) -> Tensor:
+    def rows_loss(th: Tensor, rows: Tensor) -> Tensor:
         w1, b1, w2, b2 = torch.split(th, sizes)
-        h = torch.tanh(x @ w1.view(hidden, 2).T + b1)
-        return 0.5 * ((h @ w2 + b2) - y).pow(2).mean()
+        h = torch.tanh(x[rows] @ w1.view(hidden, 2).T + b1)
+        return 0.5 * ((h @ w2 + b2) - y[rows]).pow(2).mean()
 
-    return Problem("mlp", loss, theta0)
+    every = torch.arange(n)
+    return Problem("mlp", lambda th: rows_loss(th, every), theta0, n_samples=n, rows_loss=rows_loss)
 
 
 def standard_problems(seed: int = 0) -> list[Problem]:

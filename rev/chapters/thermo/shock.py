@@ -4,7 +4,7 @@ Both models learn to reverse random sequences with noisy labels, trained with pl
 chapter checks: no weight decay and no schedule, so `rev.engine.optim` is not used) on fresh batches. At
 `change_step` the learning rate is multiplied by each factor; the arms share everything before the change.
 Then the windowed variance of the update norm, before against after, says whether the response is ordinary or
-anomalous.
+anomalous (one seed; `seeds` repeats it over seeds and adds the other measures).
 """
 from __future__ import annotations
 
@@ -31,25 +31,39 @@ class ReversalBatch:
     noise_mask: Tensor      # (B, L)   True where a label was corrupted
 
 
-def reversal_batch(batch_size: int, seq_len: int, vocab_size: int, noise: float,
-                   generator: torch.Generator | None = None) -> ReversalBatch:
-    """Random sequences to be reversed; each label is replaced, with probability `noise`, by a different token.
+LAYOUTS = ("distinct", "paper")
+PAPER_RESERVED = 4      # the paper's tokens 0..3 are special; data tokens are drawn from {4 .. V-1}
+PAPER_SEPARATOR = 3     # one of the reserved tokens marks the start of the answer
 
-    Data tokens are 0 .. vocab_size-2; vocab_size-1 is the separator. A corrupted label is drawn uniformly from
-    the other data tokens, so exactly the chosen fraction of labels is wrong.
+
+def reversal_batch(batch_size: int, seq_len: int, vocab_size: int, noise: float,
+                   generator: torch.Generator | None = None, layout: str = "distinct") -> ReversalBatch:
+    """Random sequences to be reversed; each label is corrupted with probability `noise`.
+
+    * "distinct": data tokens are 0 .. vocab_size-2 and vocab_size-1 is the separator; a corrupted label is drawn
+      uniformly from the *other* data tokens, so exactly the chosen fraction of labels is wrong.
+    * "paper" (its Figure 2): tokens 0..3 are reserved (3 is the separator), the source is drawn from
+      {4 .. V-1}, and a corrupted label is a uniform draw from {4 .. V-1}, which hits the clean token
+      1/(V-4) of the time (the paper's description, taken literally).
     """
     _check_positive_int(batch_size, "batch_size")
     _check_positive_int(seq_len, "seq_len")
-    _check_positive_int(vocab_size, "vocab_size", 3)
+    _check_positive_int(vocab_size, "vocab_size", 3 if layout == "distinct" else PAPER_RESERVED + 2)
     if not 0 <= noise < 1:
         raise ValueError(f"noise must be a rate in [0, 1), got {noise!r}")
-    n_data = vocab_size - 1
-    source = torch.randint(0, n_data, (batch_size, seq_len), generator=generator)
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
+    lo, sep_token = (0, vocab_size - 1) if layout == "distinct" else (PAPER_RESERVED, PAPER_SEPARATOR)
+    n_data = vocab_size - 1 if layout == "distinct" else vocab_size - PAPER_RESERVED
+    source = torch.randint(lo, lo + n_data, (batch_size, seq_len), generator=generator)
     clean = source.flip(1)
     mask = torch.rand(batch_size, seq_len, generator=generator) < noise
-    shift = torch.randint(1, n_data, (batch_size, seq_len), generator=generator)
-    labels = torch.where(mask, (clean + shift) % n_data, clean)
-    sep = torch.full((batch_size, 1), n_data, dtype=source.dtype)
+    if layout == "distinct":
+        shift = torch.randint(1, n_data, (batch_size, seq_len), generator=generator)
+        labels = torch.where(mask, (clean + shift) % n_data, clean)
+    else:
+        labels = torch.where(mask, torch.randint(lo, vocab_size, (batch_size, seq_len), generator=generator), clean)
+    sep = torch.full((batch_size, 1), sep_token, dtype=source.dtype)
     seq = torch.cat([source, sep, labels], dim=1)
     targets = seq[:, 1:].clone()
     targets[:, :seq_len] = -100
@@ -144,13 +158,17 @@ def _train(model: nn.Module, opt: torch.optim.Optimizer, sizes: FluctuationSizes
     before = _flat_params(model)
     for _ in range(n_steps):
         # the data stream is drawn on the CPU, so it is the same sequence on every device
-        batch = _to(reversal_batch(sizes.batch_size, sizes.seq_len, sizes.vocab_size, sizes.noise, gen), device)
+        batch = _to(reversal_batch(sizes.batch_size, sizes.seq_len, sizes.vocab_size, sizes.noise, gen,
+                                   sizes.layout), device)
         loss = model.loss(batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        grad_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()
+                                                                 if p.grad is not None]))
         opt.step()
         after = _flat_params(model)
         log["update_norm"].append(float((after - before).norm()))
+        log["grad_norm"].append(float(grad_norm))
         log["loss"].append(loss.item())
         log["lr"].append(opt.param_groups[0]["lr"])
         before = after
@@ -163,7 +181,8 @@ def lr_shock_experiment(kind: str, sizes: FluctuationSizes, factors: Sequence[fl
     """Train to `change_step` once, then continue with the LR multiplied by each factor (1.0 = control).
 
     The arms share the model, the Adam state and the data stream up to the change, so they are identical
-    before it. Returns factor -> per-step log (step, loss, lr, update_norm).
+    before it. Returns factor -> per-step log (step, update_norm, grad_norm, loss, lr); grad_norm is the
+    minibatch gradient's norm before the step.
     """
     if kind not in MODELS:
         raise ValueError(f"unknown model kind {kind!r}: choose one of {', '.join(MODELS)}")
@@ -183,7 +202,7 @@ def _lr_shock(kind: str, sizes: FluctuationSizes, factors: Sequence[float], seed
     bar = progress(total=sizes.change_step + len(factors) * (sizes.total_steps - sizes.change_step),
                    desc=kind) if progress is not None else None
     tick = (lambda: bar.update(1)) if bar is not None else None
-    shared: dict[str, list] = {"update_norm": [], "loss": [], "lr": []}
+    shared: dict[str, list] = {"update_norm": [], "grad_norm": [], "loss": [], "lr": []}
     _train(model, opt, sizes, gen, sizes.change_step, shared, tick)
     snapshot = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()), gen.get_state())
     out = {}
@@ -271,8 +290,16 @@ def fluctuation_verdict(summary: pd.DataFrame, up: float = 5.0, down: float = 0.
 
 def noise_floor(sizes: FluctuationSizes) -> float:
     """The lowest expected loss on the answer half: the entropy of the noisy label given the clean one."""
-    p, others = sizes.noise, sizes.vocab_size - 2
-    return float(-(1 - p) * math.log(1 - p) - (p * math.log(p / others) if p > 0 else 0.0))
+    p = sizes.noise
+    if p == 0:
+        return 0.0
+    if sizes.layout == "distinct":
+        others = sizes.vocab_size - 2
+        return float(-(1 - p) * math.log(1 - p) - p * math.log(p / others))
+    # "paper": the uniform draw keeps the clean token with probability p/n, so it stays with 1 - p + p/n
+    n = sizes.vocab_size - PAPER_RESERVED
+    keep = 1 - p + p / n
+    return float(-keep * math.log(keep) - (n - 1) * (p / n) * math.log(p / n))
 
 
 def response_row(summary: pd.DataFrame, base_lr: float) -> dict:

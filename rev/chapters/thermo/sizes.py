@@ -2,7 +2,7 @@
 
 The numbers live in `CHAPTER_SIZES["thermo"]` next to the profiles they belong to; here they become the two
 size dataclasses of the chapter: `SweepSizes` (the potential measurements) and `FluctuationSizes` (the
-learning-rate shock).
+learning-rate shock, with its reduced "quick" variant for a notebook without cached paper-size results).
 """
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ class FluctuationSizes:
     n_head: int = 4
     d_ff: int = 512
     n_layer: int = 2
-    vocab_size: int = 64            # includes the separator token
+    vocab_size: int = 64            # includes the separator token (and, in the paper layout, tokens 0..3)
     seq_len: int = 16               # tokens to reverse
     noise: float = 0.05             # label-noise rate on the reversed half
+    layout: str = "paper"           # shock.reversal_batch: "paper" (tokens {4..V-1}) or "distinct"
     batch_size: int = 64
     lr: float = 1e-3                # Adam, transformer
     linear_lr: float = 1e-2         # Adam, linear perceptron (it learns more slowly per step at equal LR)
@@ -32,6 +33,7 @@ class FluctuationSizes:
     total_steps: int = 2000
     window: int = 200               # windowed variance of the update norm
     threads: int = 0                # intra-op threads for the run; 0 leaves torch's setting alone
+    seeds: int = 5                  # seeds of the multi-seed experiment (`seeds.shock_over_seeds`)
     device: str = "cpu"             # "auto": CUDA when present
 
     def __post_init__(self) -> None:
@@ -41,6 +43,11 @@ class FluctuationSizes:
             raise ValueError(f"noise must be a rate in [0, 1), got {self.noise}")
         if self.vocab_size < 3:
             raise ValueError("vocab_size must be >= 3 (two data tokens and a separator)")
+        if self.layout not in ("distinct", "paper") or (self.layout == "paper" and self.vocab_size < 6):
+            raise ValueError(f"layout must be 'distinct' or 'paper' (which needs vocab_size >= 6: four reserved "
+                             f"tokens and two data tokens), got {self.layout!r} with vocab_size={self.vocab_size}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         if self.device not in ("cpu", "cuda", "auto"):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {self.device!r}")
         if not 0 < self.change_step < self.total_steps:
@@ -63,6 +70,7 @@ class SweepSizes:
     k_tr: int = 6
     n_sub: int = 16
     drift_steps: int = 400
+    sgd_batch: int = 16             # minibatch of the SGD paths (`sgd.sgd_sweep`; the problems hold 48-64 samples)
 
 
 def chapter_sizes(profile: str) -> tuple[SweepSizes, FluctuationSizes]:
@@ -73,6 +81,13 @@ def chapter_sizes(profile: str) -> tuple[SweepSizes, FluctuationSizes]:
                          f"first; known: {', '.join(PROFILES)}")
     kw = _profile_sizes("thermo", profile)
     return SweepSizes(**kw["sweep"]), FluctuationSizes(**kw["shock"])
+
+
+def quick_shock_sizes(profile: str) -> FluctuationSizes | None:
+    """The reduced shock a profile's notebook runs when the paper-size results are not cached (None: run the
+    full `shock` sizes). Same protocol and data; only the changes listed under "quick" differ."""
+    quick = _profile_sizes("thermo", profile).get("quick")
+    return None if quick is None else chapter_sizes(profile)[1].replace(**quick)
 
 
 # per-profile views of the same numbers (the notebook compares its run with the full specification)
