@@ -69,9 +69,10 @@ def code_files(root: Path) -> list[Path]:
 
 def data_folder(profile: str, data_dir: Path) -> Path | None:
     """The profile's prepared corpus folder if it is complete here, else None."""
+    from ..engine.corpus import profile_folder
     from ..engine.profiles import get_profile
 
-    folder = data_dir / get_profile(profile).data_name
+    folder = profile_folder(get_profile(profile), data_dir)
     return folder if all((folder / f).is_file() for f in DATA_FILES) else None
 
 

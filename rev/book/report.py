@@ -24,7 +24,9 @@ from ..core.reversible import RECON_LIMIT
 from ..engine.files import write_text
 from .bundle import merge, swap_in
 from .plots import save_plots
-from .results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped, deep_search,
+from .runs import LOSS_TIE
+from .results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped,
+                      deep_search, loss_head_finding, loss_head_table, max_batch_views, screening_check, stream_runs,
                       equal_tokens_val, format_value, headline, load_all, load_runs, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number, published_reference, unigram_loss)
 
@@ -256,6 +258,61 @@ def _finding_published(df: pd.DataFrame, mb: dict | None) -> str | None:
     return f"Reversible / baseline here vs the published figures ({PUBLISHED_SOURCE}): " + "; ".join(parts) + "."
 
 
+def _finding_streams(df: pd.DataFrame) -> str | None:
+    """Run 3 against run 3b: one trunk at its own max batch on two streams; an unreliable run flagged."""
+    t = stream_runs(df)
+    if len(t) < 2:
+        return None
+    a, b = t.iloc[0], t.iloc[1]
+    each = "; ".join(f"on {r['stream']} ({r['run']}) batch {r['batch']:.0f}, validation loss "
+                     f"{format_value(r['final_val_loss'], '{:.3f}')}, {format_value(r['tokens_per_s'], '{:,.0f}')} "
+                     f"tokens/s, reconstruction error {format_value(r['reconstruction_error'], '{:.1e}')}"
+                     for _, r in t.iterrows())
+    out = f"{a['trunk']} at its own max batch, {each}."
+    if a["tokens_per_s"] and b["tokens_per_s"]:
+        wide, narrow = (a, b) if a["stream"] != "fp32" else (b, a)
+        out += (f" The {wide['stream']} stream ran at {wide['tokens_per_s'] / narrow['tokens_per_s']:.2f}x the fp32 "
+                f"stream's tokens/s and fit {wide['batch'] / narrow['batch']:.2f}x its batch.")
+    for _, r in t.iterrows():
+        if r["reliable"] is not None and not r["reliable"]:
+            out += f" {r['run']} is {r['why']}."
+    return out
+
+
+def _finding_max_batch_views(df: pd.DataFrame) -> str | None:
+    v = max_batch_views(df)
+    if len(v) < 2:
+        return None
+    at = lambda col: ", ".join(f"{r['run']} {format_value(r[col], '{:.3f}')}" for _, r in v.iterrows())  # noqa: E731
+    below = v["below_context_free"].dropna()
+    out = (f"The max-batch runs took {v['steps'].min():,.0f} to {v['steps'].max():,.0f} optimizer steps. At equal "
+           f"tokens ({v['equal_tokens'].iloc[0]:,}) their validation losses were {at('val_loss_at_equal_tokens')}; "
+           f"at equal steps ({v['equal_steps'].iloc[0]:,}, where the larger batches had seen more tokens): "
+           f"{at('val_loss_at_equal_steps')}.")
+    if len(below):
+        out += (f" They ended {below.min():.3f} to {below.max():.3f} nats below the context-free line"
+                if below.min() > 0 else
+                f" At least one ended above or on the context-free line ({below.min():+.3f} nats below it)") + "."
+    return out
+
+
+def _finding_screening_held(df: pd.DataFrame) -> str | None:
+    t = screening_check(df)
+    if len(t) < 2 or t["final_val_loss"].isna().any():
+        return None
+    pick, second = t.iloc[0], t.iloc[1]
+    name = lambda r: f"{r['trunk']} h={r['h']:g} {r['stream']}"  # noqa: E731
+    diff = pick["final_val_loss"] - second["final_val_loss"]
+    verdict = ("held: the pick still ended lower" if diff <= 0 else
+               f"held within the rule's tie margin ({LOSS_TIE} nats)" if diff <= LOSS_TIE else
+               "did not hold: the runner-up ended lower, beyond the tie margin")
+    short = (f" (screening: {format_value(pick['screening_val_loss'], '{:.3f}')} vs "
+             f"{format_value(second['screening_val_loss'], '{:.3f}')})")
+    return (f"At the full budget ({pick['tokens']:,.0f} tokens) the screening's pick {name(pick)} reached "
+            f"{pick['final_val_loss']:.3f} and the runner-up {name(second)} {second['final_val_loss']:.3f}{short}: "
+            f"the choice {verdict}.")
+
+
 def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
     """Sentences stating what the runs measured; runs that are missing are named instead of guessed."""
     mb = maxbatch_of(df, maxbatch)
@@ -277,8 +334,10 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
         s = _finding_speed(base_max, rev_max)
         if s:
             out.append(s.replace(f"At batch {int(base_max['batch_size'])}", "At their max batches"))
+    out += [_finding_max_batch_views(df), _finding_streams(df), loss_head_finding(df.attrs.get("loss_heads"))]
     if base is not None and deep is not None:
         out.append(_finding_deep(base, deep, deep_search(mb)))
+    out.append(_finding_screening_held(df))
     out.append(_finding_recon(df))
     out.append(_finding_unigram(df))
     out.append(_finding_published(df, mb))
@@ -366,6 +425,64 @@ _FIGURES = [("loss_vs_tokens", "Loss against tokens"), ("val_loss", "Validation 
             ("tokens_per_s", "Throughput"), ("reconstruction_error", "Reconstruction error")]
 
 
+_LOSS_HEAD_FIGURE = [("loss_heads", "Max batch by loss head")]
+
+
+def text_table(t: pd.DataFrame, fmts: dict[str, str]) -> pd.DataFrame:
+    """`t` with the columns in `fmts` formatted (missing values as a dash), the others as text."""
+    out = t.copy().astype(object)
+    for c, f in fmts.items():
+        if c in out:
+            out[c] = [format_value(v, f) for v in t[c]]
+    return out
+
+
+_VIEW_FMT = {"h": "{:g}", "batch": "{:.0f}", "steps": "{:,.0f}", "tokens": "{:,.0f}", "final_val_loss": "{:.3f}",
+             "screening_val_loss": "{:.3f}", "tokens_per_s": "{:,.0f}", "reconstruction_error": "{:.2e}",
+             "below_context_free": "{:+.3f}", "equal_tokens": "{:,.0f}", "val_loss_at_equal_tokens": "{:.3f}",
+             "equal_steps": "{:,.0f}", "val_loss_at_equal_steps": "{:.3f}", "residual": "{:.0f}",
+             "reversible / residual": "{:.2f}x"}
+
+
+SECTIONS = ("views", "streams", "heads", "screening")
+
+
+def assignment_sections(df: pd.DataFrame, parts: tuple[str, ...] = SECTIONS) -> list[str]:
+    """REPORT.md's sections (Markdown lines) on the max-batch runs (both views), run 3b, the loss-head ablation
+    and the screening's runner-up, those named in `parts`: each table with the finding computed from it; a
+    section whose runs are absent is left out."""
+    lines: list[str] = []
+    views = max_batch_views(df) if "views" in parts else []
+    if len(views):
+        lines += ["## Max-batch runs: equal tokens and equal steps", "", markdown_table(text_table(views, _VIEW_FMT)),
+                  "", f"- {_finding_max_batch_views(df) or 'Only one max-batch run is present.'}", ""]
+    streams = stream_runs(df) if "streams" in parts else []
+    if len(streams):
+        t = text_table(streams, _VIEW_FMT)
+        t["reliable"] = ["—" if v is None else ("yes" if v else "NO") for v in streams["reliable"]]
+        lines += ["## Run 3b: one reversible trunk, two streams, each at its max batch", "", markdown_table(t), "",
+                  f"- {_finding_streams(df) or 'Run 3b is not present yet (notebook 06).'}", ""]
+    heads = loss_head_table(df.attrs.get("loss_heads") if "heads" in parts else None)
+    if len(heads):
+        budget = (df.attrs.get("loss_heads") or {}).get("budget_bytes")
+        fmts = _VIEW_FMT | {c: "{:.0f}" for c in heads.columns if c not in ("loss_head", "reversible / residual")}
+        lines += ["## Loss-head ablation: max batch by loss head" + (f" under {budget / MIB:,.0f} MiB" if budget else ""),
+                  "", markdown_table(text_table(heads, fmts)), "",
+                  f"- {loss_head_finding(df.attrs.get('loss_heads')) or 'Not every head was searched.'}", ""]
+    check = screening_check(df) if "screening" in parts else []
+    if len(check) == 2:
+        lines += ["## Did the screening's choice hold at the full budget?", "",
+                  markdown_table(text_table(check, _VIEW_FMT)), "", f"- {_finding_screening_held(df)}", ""]
+    return lines
+
+
+def corpus_used(df: pd.DataFrame) -> str:
+    """The corpora the runs read, as their summaries record them (source and data folder), e.g. "`synthetic`
+    (data folder `synthetic-instead-of-tinystories`)"; runs from before that was recorded are not named."""
+    used = df[["data_source", "data"]].dropna().drop_duplicates() if len(df) else pd.DataFrame()
+    return ", ".join(f"`{r.data_source}` (data folder `{r.data}`)" for r in used.itertuples()) or "not recorded"
+
+
 def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd.DataFrame | None = None) -> str:
     """The text of REPORT.md (figures referenced as plots/<name>.png)."""
     mb = maxbatch_of(df, maxbatch)
@@ -374,7 +491,7 @@ def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd
     lines = [f"# Report: profile `{profile}`", "",
              f"Every number below was measured by the runs in `{profile}/` "
              f"({', '.join(devices) if devices else 'no runs yet'}), except the table labelled "
-             f"*{PUBLISHED_SOURCE}*.", "",
+             f"*{PUBLISHED_SOURCE}*.", "", f"Corpus: {corpus_used(df)}.", "",
              "## Headline", "", markdown_table(format_headline(headline(df, mb))), "",
              "## Findings", "", *[f"- {s}" for s in findings(df, mb)], "",
              f"## Published reference ({PUBLISHED_SOURCE})", "",
@@ -386,8 +503,9 @@ def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd
         lines += ["## Screening", "", markdown_table(runs_table(scr)), ""]
     if mb:
         lines += ["## Max batch", "", markdown_table(maxbatch_table(mb)), ""]
+    lines += assignment_sections(df)
     lines += ["## Figures", ""]
-    for stem, title in _FIGURES:
+    for stem, title in _FIGURES + (_LOSS_HEAD_FIGURE if df.attrs.get("loss_heads") else []):
         lines += [f"### {title}", "", f"![{title}]({PLOTS_DIR}/{stem}.png)", ""]
     if all_runs is not None and all_runs["profile"].nunique() > 1:
         t = runs_table(all_runs)

@@ -6,7 +6,10 @@ Reads ``results/<profile>/`` as the training notebooks leave it:
     screening.json                     the screening's rows, the chosen trunk and why
     run1_baseline/ run1b_baseline_maxbatch/ run2_reversible_same_batch/ run3_reversible_max_batch/
     run4_reversible_deep/              the main runs (`MAIN_RUNS`; each: config.json, log.csv, summary.json, ckpt.pt)
+    run3b_reversible_max_batch_stream/ run2b_screening_runner_up/
+                                       run 3b and the screening's runner-up (`EXTRA_RUNS`: shown when present)
     maxbatch.json                      the max-batch searches under one memory budget
+    loss_heads.json                    the loss-head ablation: max batch per trunk and loss head
 
 into one frame per profile (`load_runs`, `load_all`), and derives the numbers the report quotes from it: the
 headline comparisons, validation loss at equal tokens, the max batches found. Any run may be missing: every
@@ -23,11 +26,15 @@ import numpy as np
 import pandas as pd
 
 from ..engine.files import read_json
-from ..engine.profiles import MAIN_RUNS
+from ..core.reversible import RECON_LIMIT
+from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS
 from ..engine.train import LOG_FIELDS
 
 MIB = 2**20
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
+REV_MAX_STREAM, RUNNER_UP = EXTRA_RUNS
+LOSS_HEADS_FILE = "loss_heads.json"
+HEAD_LIMIT = 1.1   # the head "limited the batch" when changing it moves the reversible batch this much more
 SCREENING_DIR = "screening"
 MERGED_LOG = "MERGED.json"   # written by `bundle.merge`: which archives were unpacked into a profile folder
 PUBLISHED_SOURCE = "published, RTX 5070 Ti, bf16"
@@ -35,7 +42,8 @@ PUBLISHED_SOURCE = "published, RTX 5070 Ti, bf16"
 COLUMNS = ["run", "role", "label", "screening", "chosen", "status", "device", "origin", "trunk", "h", "stream",
            "n_layer", "batch_size", "steps", "planned_steps", "tokens", "lr", "lr_scaling", "n_params",
            "final_train_loss", "final_val_loss", "unigram_val_loss", "tokens_per_s", "peak_memory_bytes",
-           "peak_memory_mib", "reconstruction_error", "wall_s", "torch", "world_size", "stopped_early", "path"]
+           "peak_memory_mib", "reconstruction_error", "wall_s", "torch", "world_size", "stopped_early", "path",
+           "data", "data_source"]
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -138,6 +146,10 @@ def load_runs(results_root: str | Path, profile: str) -> pd.DataFrame:
             missing.append(name)
             continue
         rows.append({**row, "role": spec.role, "label": spec.label, "screening": False, "chosen": False})
+    for name, spec in EXTRA_RUNS.items():   # optional: never listed as missing
+        row = _run_row(profile_dir / name, missing) if (profile_dir / name).is_dir() else None
+        if row is not None:
+            rows.append({**row, "role": spec.role, "label": spec.label, "screening": False, "chosen": False})
     for d in _screening_dirs(profile_dir):
         row = _run_row(d, missing)
         if row is not None:
@@ -151,8 +163,10 @@ def load_runs(results_root: str | Path, profile: str) -> pd.DataFrame:
     df["peak_memory_mib"] = pd.to_numeric(df["peak_memory_bytes"], errors="coerce") / MIB
     for c in ("screening", "chosen"):
         df[c] = df[c].astype(bool)
+    loss_heads = read_json_or_note(profile_dir / LOSS_HEADS_FILE, missing) if profile_dir.is_dir() else None
     df.attrs.update(profile=profile, results_dir=str(results_root), maxbatch=maxbatch,
-                    screening=screening if isinstance(screening, dict) else None, missing=missing)
+                    screening=screening if isinstance(screening, dict) else None, missing=missing,
+                    loss_heads=loss_heads if isinstance(loss_heads, dict) else None)
     return df
 
 
@@ -229,17 +243,18 @@ def _published_ratio(key: str) -> float | None:
 # Derived comparisons
 # -------------------------------------------------------------------------------------------------------------
 
-def val_loss_at(run_dir: str | Path, tokens: float) -> float | None:
-    """Validation loss after `tokens` training tokens, interpolated linearly between the run's evaluations.
+def val_loss_at(run_dir: str | Path, tokens: float, by: str = "tokens") -> float | None:
+    """Validation loss after `tokens` training tokens (`by="step"`: after that many optimizer steps),
+    interpolated linearly between the run's evaluations.
 
     Two runs with different batches evaluate at different token counts; interpolating puts them on one
     x value instead of comparing one run's last evaluation with another run's much earlier one.
-    None when `tokens` lies outside the evaluated range.
+    None when the point lies outside the evaluated range.
     """
-    evals = read_log(run_dir).dropna(subset=["val_loss"]).sort_values("tokens")
+    evals = read_log(run_dir).dropna(subset=["val_loss"]).sort_values(by)
     if not len(evals):
         return None
-    t, v = evals["tokens"].to_numpy(float), evals["val_loss"].to_numpy(float)
+    t, v = evals[by].to_numpy(float), evals["val_loss"].to_numpy(float)
     if tokens < t[0] or tokens > t[-1]:
         return None
     return float(np.interp(tokens, t, v))
@@ -266,8 +281,13 @@ def main_reversible_trunk(df: pd.DataFrame, maxbatch: dict | None = None) -> str
         r = main_run(df, name)
         if r is not None and r["trunk"]:
             return str(r["trunk"])
-    others = [k for k, v in (maxbatch or {}).items() if k not in ("residual", "deep") and isinstance(v, dict)]
+    others = [v.get("trunk", k) for k, v in batch_searches(maxbatch).items() if k != "residual"]
     return others[0] if others else None
+
+
+def batch_searches(maxbatch: dict | None) -> dict[str, dict]:
+    """The max-batch searches in maxbatch.json, by key (the depth search and the budget left out)."""
+    return {k: v for k, v in (maxbatch or {}).items() if isinstance(v, dict) and "batch" in v and k != "deep"}
 
 
 def max_batches_found(maxbatch: dict | None, rev_trunk: str | None) -> tuple[int, int, int] | None:
@@ -381,3 +401,117 @@ def stored_bytes_per_layer(base_probes: list[dict] | None, rev_probes: list[dict
     not: the difference of the two searches' per-sequence slopes, spread over the `n_layer` layers."""
     sb, sr = per_sequence_bytes(base_probes), per_sequence_bytes(rev_probes)
     return None if sb is None or sr is None or not n_layer else (sb - sr) / n_layer
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Run 3b, the two views of the max-batch runs, the loss-head ablation, the screening's runner-up
+# -------------------------------------------------------------------------------------------------------------
+
+def stream_reliability(stream: str | None, err: Any) -> tuple[bool | None, str]:
+    """(reliable, why) for a trained reversible trunk's reconstruction error: above `RECON_LIMIT` its
+    memory-free gradients came from activations rebuilt that far from the true ones, so its loss is not what
+    exact backprop would have reached. None when no error was measured."""
+    e = number(err)
+    if e is None:
+        return None, "no reconstruction error measured"
+    if e > RECON_LIMIT:
+        return False, (f"unreliable: its trained trunk rebuilt its input with relative error {e:.1e}, above "
+                       f"RECON_LIMIT = {RECON_LIMIT:g}; the backward pass recomputed every block from inputs that "
+                       f"far off, so its gradients (and this loss) are not those of exact backprop"
+                       + (". An fp32 stream rounds on every add and subtract; fp64 or fixed point avoid it"
+                          if stream == "fp32" else ""))
+    return True, f"reliable: relative reconstruction error {e:.1e} <= RECON_LIMIT = {RECON_LIMIT:g}"
+
+
+def stream_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """Run 3 and run 3b side by side: the same reversible trunk at its own max batch on two streams, with
+    batch, steps, loss, tokens/s, the trained trunk's reconstruction error and the reliability verdict."""
+    rows = []
+    for name in (REV_MAX, REV_MAX_STREAM):
+        r = main_run(df, name)
+        if r is None:
+            continue
+        ok, why = stream_reliability(r["stream"], r["reconstruction_error"])
+        rows.append({"run": name, "trunk": r["trunk"], "h": number(r["h"]), "stream": r["stream"],
+                     "batch": number(r["batch_size"]), "steps": number(r["steps"]), "tokens": number(r["tokens"]),
+                     "final_val_loss": number(r["final_val_loss"]), "tokens_per_s": number(r["tokens_per_s"]),
+                     "reconstruction_error": number(r["reconstruction_error"]), "reliable": ok, "why": why})
+    return pd.DataFrame(rows, columns=["run", "trunk", "h", "stream", "batch", "steps", "tokens", "final_val_loss",
+                                       "tokens_per_s", "reconstruction_error", "reliable", "why"])
+
+
+def max_batch_views(df: pd.DataFrame) -> pd.DataFrame:
+    """The max-batch runs (1b, 3, 3b) two ways: validation loss at the token count all of them reached (equal
+    tokens: what the data buys) and at the step count all of them reached (equal steps: what a step buys when a
+    step costs about the same at any batch, as on a GPU with room to spare), against the context-free line."""
+    runs = [main_run(df, n) for n in (BASE_MAX, REV_MAX, REV_MAX_STREAM)]
+    runs = [r for r in runs if r is not None and number(r["tokens"]) and number(r["steps"])]
+    cols = ["run", "batch", "steps", "tokens", "final_val_loss", "below_context_free", "equal_tokens",
+            "val_loss_at_equal_tokens", "equal_steps", "val_loss_at_equal_steps"]
+    if not runs:
+        return pd.DataFrame(columns=cols)
+    tokens = min(number(r["tokens"]) for r in runs)
+    steps = min(number(r["steps"]) for r in runs)
+    u = unigram_loss(df)
+    return pd.DataFrame([{
+        "run": r["run"], "batch": number(r["batch_size"]), "steps": number(r["steps"]), "tokens": number(r["tokens"]),
+        "final_val_loss": number(r["final_val_loss"]),
+        "below_context_free": u - number(r["final_val_loss"]) if u is not None and number(r["final_val_loss"])
+        else None,
+        "equal_tokens": int(tokens), "val_loss_at_equal_tokens": val_loss_at(r["path"], tokens),
+        "equal_steps": int(steps), "val_loss_at_equal_steps": val_loss_at(r["path"], steps, by="step"),
+    } for r in runs], columns=cols)
+
+
+def loss_head_table(ablation: dict | None) -> pd.DataFrame:
+    """The loss-head ablation (loss_heads.json) as one row per loss head: each trunk's max batch and the
+    reversible / residual ratio (the first trunk other than residual)."""
+    rows = (ablation or {}).get("rows") or []
+    if not rows:
+        return pd.DataFrame(columns=["loss_head"])
+    t = pd.DataFrame(rows).pivot(index="loss_head", columns="trunk", values="batch")
+    order = [h for h in ("plain", "chunked", "fused") if h in t.index] + [h for h in t.index
+                                                                         if h not in ("plain", "chunked", "fused")]
+    t = t.loc[order]
+    rev = [c for c in t.columns if c != "residual"]
+    if "residual" in t.columns and rev:
+        t = t[["residual", *rev]]
+        t["reversible / residual"] = t[rev[0]] / t["residual"]
+    t.columns.name = None
+    return t.reset_index()
+
+
+def loss_head_finding(ablation: dict | None) -> str | None:
+    """What the loss-head ablation says, from its numbers: which head limits which trunk's batch."""
+    t = loss_head_table(ablation)
+    if "reversible / residual" not in t or not {"plain", "fused"} <= set(t["loss_head"]):
+        return None
+    t = t.set_index("loss_head")
+    rev = [c for c in t.columns if c not in ("residual", "reversible / residual")][0]
+    bp, rp, bf, rf = t.loc["plain", "residual"], t.loc["plain", rev], t.loc["fused", "residual"], t.loc["fused", rev]
+    gain_rev, gain_base = rf / rp, bf / bp
+    out = (f"With the plain loss head (all logits at once) {rev} fits batch {rp:.0f} against the residual trunk's "
+           f"{bp:.0f} ({rp / bp:.2f}x); with the fused head {rf:.0f} against {bf:.0f} ({rf / bf:.2f}x). The fused head "
+           f"raised the reversible max batch {gain_rev:.2f}x and the residual one {gain_base:.2f}x: ")
+    if gain_rev >= HEAD_LIMIT * gain_base:
+        return out + ("once the trunk keeps no activations, the logits are the largest thing a step holds, so the LM "
+                      "head, not the trunk, limited the reversible batch.")
+    return out + "the head was not what limited the reversible batch here; the trunk's own activations were."
+
+
+def screening_check(df: pd.DataFrame) -> pd.DataFrame:
+    """The screening's pick (run 2) and its runner-up (run 2b), both trained on the profile's batch and token
+    budget: validation loss after the screening's tokens and at the full budget, and tokens/s."""
+    scr = {r.get("name"): r for r in (df.attrs.get("screening") or {}).get("runs", [])}
+    rows = []
+    for name, role in ((REV, "screening's pick"), (RUNNER_UP, "runner-up")):
+        r = main_run(df, name)
+        if r is None:
+            continue
+        h = number(r["h"])
+        short = scr.get(f"{r['trunk']}_h{h:g}_{r['stream']}", {}) if h is not None else {}
+        rows.append({"run": name, "role": role, "trunk": r["trunk"], "h": h, "stream": r["stream"],
+                     "screening_val_loss": number(short.get("val_loss")), "tokens": number(r["tokens"]),
+                     "final_val_loss": number(r["final_val_loss"]), "tokens_per_s": number(r["tokens_per_s"])})
+    return pd.DataFrame(rows, columns=["run", "role", "trunk", "h", "stream", "screening_val_loss", "tokens",
+                                       "final_val_loss", "tokens_per_s"])

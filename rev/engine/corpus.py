@@ -540,6 +540,24 @@ def prepare_profile(profile: Any, data_root: str | Path = "data", progress: bool
     return _prepare_profile(profile, data_root, progress)[0]
 
 
+def stand_in_name(profile: Any) -> str:
+    """The folder of the synthetic corpus that stands in for a profile's unreachable one: never the profile's own
+    folder name, so that no later run or report calls synthetic stories TinyStories."""
+    return f"synthetic-instead-of-{profile.data_name}"
+
+
+def prepare_stand_in(profile: Any, data_root: str | Path = "data", progress: bool = True) -> Path:
+    """Notebook 00's offline fallback: the built-in synthetic stories, in `stand_in_name(profile)`."""
+    return prepare("synthetic", Path(data_root) / stand_in_name(profile), profile.vocab_size,
+                   tokens=profile.data_tokens or DEFAULT_SYNTHETIC_TOKENS, progress=progress)
+
+
+def profile_folder(profile: Any, data_root: str | Path = "data") -> Path:
+    """Where a profile's corpus is: its own folder, or the stand-in when only that one was prepared here."""
+    own, stand_in = Path(data_root) / profile.data_name, Path(data_root) / stand_in_name(profile)
+    return stand_in if not (own / "meta.json").exists() and (stand_in / "meta.json").exists() else own
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Command line: python -m rev prepare
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,161 @@
+"""Every notebook's first two code cells, and `python -m rev badges`: where the repository lives.
+
+A notebook opened from its Colab badge (or copied anywhere on its own) starts in a kernel without `rev`. Its
+`parameters` cell names the repository (`REPO_URL`, `REPO_REF`, or a `BUNDLE_ZIP` from `python -m rev bundle`);
+the set-up cell right after it, `SETUP_CELL`, the same in every notebook, fetches and installs the code when
+`rev` does not import, and makes `RESULTS_DIR` / `DATA_DIR` absolute under the checkout, so relative defaults
+work from any working directory. It runs before `rev` exists, so it is plain Python and this module is only
+its source of truth (`add_setup_cell` puts it into a notebook; tests/book/test_colab.py keeps them equal).
+
+``python -m rev badges --repo OWNER/NAME [--ref REF]`` rewrites every Colab badge and every `REPO_URL` /
+`REPO_REF` default (notebooks, colab/, README.md, colab/README.md): run it once after publishing a fork.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import nbformat
+
+from ..engine.files import write_text
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK_GLOBS = ("notebooks/*.ipynb", "colab/*.ipynb")
+MARKDOWN_FILES = ("README.md", "colab/README.md")
+
+# The set-up cell. Why each choice:
+# * `rev` importable (a checkout, `pip install -e .`, the workbook): nothing is fetched, only the folders are
+#   resolved, against the checkout `rev` comes from, so "results" means <checkout>/results from any cwd.
+# * otherwise the code goes to ./revbook (on Colab /content/revbook, visible in the file browser; a bundle zip
+#   unpacks there too, its top folder being revbook/), or to the checkout the kernel was started in.
+# * pip gets `torch==<the installed version>` as a requirement: it keeps Colab's CUDA build (or any build)
+#   and fails rather than swap it; `--no-deps` would need a second copy of pyproject's dependency list here.
+# * a running kernel does not re-read .pth files, so the checkout also goes onto sys.path.
+SETUP_CELL = '''\
+# Set-up: use the code if it is here; otherwise (Colab, a notebook opened alone) fetch and install it first.
+import importlib.util, subprocess, sys, zipfile
+from importlib.metadata import version
+from pathlib import Path
+
+spec = importlib.util.find_spec("rev")
+# the checkout: the one an installed rev comes from, else the folder we run in (or above it), else ./revbook
+places = ([Path(spec.origin).parents[1]] if spec else []) + [Path.cwd(), *Path.cwd().parents]
+ROOT = next((p for p in places if (p / "pyproject.toml").is_file() and (p / "rev").is_dir()), Path.cwd() / "revbook")
+if spec is None:
+    if BUNDLE_ZIP and not ROOT.exists():  # a zip from `python -m rev bundle` (code + data) holds revbook/
+        if BUNDLE_ZIP.startswith("/content/drive"):
+            from google.colab import drive
+            drive.mount("/content/drive")
+        zipfile.ZipFile(BUNDLE_ZIP).extractall(ROOT.parent)
+    elif not ROOT.exists():
+        subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", REPO_REF, REPO_URL, str(ROOT)], check=True)
+    # torch pinned to the installed build: pip keeps Colab's CUDA torch and never downloads another
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", str(ROOT), f"torch=={version('torch')}"],
+                   check=True)
+    sys.path.insert(0, str(ROOT))
+    print(f"installed rev from {ROOT}")
+RESULTS_DIR, DATA_DIR = str(ROOT / RESULTS_DIR), str(ROOT / DATA_DIR)'''
+
+# the parameters every notebook's first cell ends with (comments kept by `badges`, which rewrites only values)
+REPO_PARAMETERS = '''\
+REPO_URL = "{url}"  # where the set-up cell fetches the code from
+REPO_REF = "{ref}"  # its branch or tag
+BUNDLE_ZIP = ""  # or a zip made by `python -m rev bundle` (say on Google Drive) to use instead'''
+
+DEFAULT_REPO, DEFAULT_REF = "revbook/revbook", "main"
+_BADGE = re.compile(r"https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w.-]+)/([\w./-]+\.ipynb)")
+_URL = re.compile(r'^(REPO_URL = )"([^"]*)"', re.M)
+_REF = re.compile(r'^(REPO_REF = )"([^"]*)"', re.M)
+_OLD_DIRS = {'RESULTS_DIR = "../results"': 'RESULTS_DIR = "results"  # in the repository, or an absolute path',
+             'DATA_DIR = "../data"': 'DATA_DIR = "data"'}
+
+
+def repo_url(repo: str) -> str:
+    return f"https://github.com/{repo}"
+
+
+def badge_url(repo: str, ref: str, path: str) -> str:
+    """The Colab link that opens `path` (relative to the repository root) of `repo` at `ref`."""
+    return f"https://colab.research.google.com/github/{repo}/blob/{ref}/{path}"
+
+
+def notebook_paths(root: Path = ROOT) -> list[Path]:
+    return sorted(p for pattern in NOTEBOOK_GLOBS for p in root.glob(pattern))
+
+
+def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def add_setup_cell(nb: nbformat.NotebookNode, repo: str = DEFAULT_REPO, ref: str = DEFAULT_REF) -> bool:
+    """Give `nb` the repository parameters and the set-up cell (idempotent); returns whether it changed."""
+    params = code_cells(nb)[0]
+    before = params.source
+    for old, new in _OLD_DIRS.items():
+        params.source = params.source.replace(old, new)
+    if not _REF.search(params.source):   # no block yet; an older lone REPO_URL line (the colab driver's) goes
+        url = _URL.search(params.source)
+        params.source = re.sub(r"^REPO_URL = .*\n?", "", params.source, flags=re.M).rstrip("\n") + "\n" + \
+            REPO_PARAMETERS.format(url=url.group(2) if url else repo_url(repo), ref=ref)
+    changed = params.source != before
+    second = code_cells(nb)[1]
+    if second.source.startswith(SETUP_CELL.splitlines()[0]):
+        changed |= second.source != SETUP_CELL
+        second.source = SETUP_CELL
+    else:
+        nb.cells.insert(nb.cells.index(params) + 1, nbformat.v4.new_code_cell(SETUP_CELL))
+        changed = True
+    return changed
+
+
+def references(root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """Every place that names the repository: (file, what, "OWNER/NAME@REF"); badges also name their file."""
+    found = []
+    for path in notebook_paths(root) + [root / f for f in MARKDOWN_FILES if (root / f).is_file()]:
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        if path.suffix == ".ipynb":   # the parameters as the notebook defines them (cell source, not JSON)
+            params = code_cells(nbformat.reads(text, as_version=4))[0].source
+            url, ref = _URL.search(params), _REF.search(params)
+            repo = url.group(2).removeprefix("https://github.com/") if url else None
+            found.append((rel, "REPO_URL", f"{repo}@{ref.group(2) if ref else None}"))
+        for m in _BADGE.finditer(text):
+            found.append((rel, f"badge {m.group(3)}", f"{m.group(1)}@{m.group(2)}"))
+    return found
+
+
+def rewrite(repo: str, ref: str = DEFAULT_REF, root: Path = ROOT) -> list[Path]:
+    """Point every badge and `REPO_URL` / `REPO_REF` default under `root` at `repo` (OWNER/NAME) at `ref`;
+    returns the files changed."""
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo) or not re.fullmatch(r"[\w.-]+", ref):
+        raise ValueError(f"--repo {repo!r} --ref {ref!r}: give OWNER/NAME and a branch or tag without '/'")
+    changed = []
+    for path in notebook_paths(root) + [root / f for f in MARKDOWN_FILES if (root / f).is_file()]:
+        text = path.read_text()
+        new = _BADGE.sub(lambda m: badge_url(repo, ref, m.group(3)), text)
+        if path.suffix == ".ipynb":
+            nb = nbformat.reads(new, as_version=4)
+            params = code_cells(nb)[0]
+            params.source = _REF.sub(rf'\g<1>"{ref}"', _URL.sub(rf'\g<1>"{repo_url(repo)}"', params.source))
+            new = nbformat.writes(nb) + "\n"
+        if new != text:
+            write_text(path, new)
+            changed.append(path)
+    return changed
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", required=True, help="OWNER/NAME of the published repository on GitHub")
+    p.add_argument("--ref", default=DEFAULT_REF, help="branch or tag the badges and set-up cells use (default main)")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    try:
+        changed = rewrite(args.repo, args.ref)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}")
+    for path in changed:
+        print(f"rewrote {path.relative_to(ROOT)}")
+    print(f"every badge and REPO_URL now points at {repo_url(args.repo)} ({args.ref}); {len(changed)} file(s) changed")
+    return 0
