@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 
 from ..core.reversible import RECON_LIMIT
-from .results import (BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, deep_capped, format_value, main_runs,
-                      maxbatch_of, number, read_log, unigram_loss)
+from .results import (BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
+                      format_value, loss_head_table, main_runs, maxbatch_of, number, read_log, unigram_loss)
 
 # Colours: blues for the residual baseline, oranges/reds for the reversible runs, grey for screening.
-_COLOURS = {BASE: "#1f77b4", BASE_MAX: "#6baed6", REV: "#d62728", REV_MAX: "#ff7f0e", REV_DEEP: "#8c564b"}
+_COLOURS = {BASE: "#1f77b4", BASE_MAX: "#6baed6", REV: "#d62728", REV_MAX: "#ff7f0e", REV_DEEP: "#8c564b",
+            REV_MAX_STREAM: "#e377c2", RUNNER_UP: "#bcbd22"}
 _SCREEN_COLOUR = "#7f7f7f"
 
 
@@ -225,12 +226,41 @@ def plot_reconstruction_error(df: pd.DataFrame):
     return fig
 
 
+def plot_loss_heads(ablation: dict | None):
+    """The loss-head ablation: max batch of each trunk with each loss head, grouped by head, each bar labelled
+    with its batch (and the reversible / residual ratio above the reversible bar)."""
+    plt = _plt()
+    t = loss_head_table(ablation)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    trunks = [c for c in t.columns if c not in ("loss_head", "reversible / residual")]
+    if not trunks:
+        _empty(ax, "no loss-head ablation (loss_heads.json)")
+        return fig
+    x, w = np.arange(len(t)), 0.8 / len(trunks)
+    for i, trunk in enumerate(trunks):
+        colour = _COLOURS[BASE] if trunk == "residual" else _COLOURS[REV_MAX]
+        bars = ax.bar(x + (i - (len(trunks) - 1) / 2) * w, t[trunk], w, color=colour, label=trunk)
+        ratio = t.get("reversible / residual") if trunk != "residual" else None
+        ax.bar_label(bars, labels=[f"{b:.0f}" + (f" ({r:.2f}x)" if ratio is not None else "")
+                                   for b, r in zip(t[trunk], ratio if ratio is not None else t[trunk])], fontsize=8)
+    budget = number((ablation or {}).get("budget_bytes"))
+    ax.set_xticks(x, [f"{h} head" for h in t["loss_head"]])
+    ax.set_ylim(0, float(t[trunks].max().max()) * 1.2)
+    ax.set(ylabel="max batch", title="max batch by loss head" + (f" under {_mib_short(budget)}" if budget else ""))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plots(df: pd.DataFrame, maxbatch: dict | None = None) -> dict[str, Any]:
-    """Every report figure, by file stem."""
+    """Every report figure, by file stem (the loss-head ablation's only when it ran)."""
     mb = maxbatch_of(df, maxbatch)
-    return {"loss_vs_tokens": plot_loss_vs_tokens(df), "val_loss": plot_val_loss(df),
-            "tokens_per_s": plot_tokens_per_s(df), "peak_memory": plot_peak_memory(df, mb),
-            "max_batch": plot_max_batch(mb), "reconstruction_error": plot_reconstruction_error(df)}
+    out = {"loss_vs_tokens": plot_loss_vs_tokens(df), "val_loss": plot_val_loss(df),
+           "tokens_per_s": plot_tokens_per_s(df), "peak_memory": plot_peak_memory(df, mb),
+           "max_batch": plot_max_batch(mb), "reconstruction_error": plot_reconstruction_error(df)}
+    if df.attrs.get("loss_heads"):
+        out["loss_heads"] = plot_loss_heads(df.attrs["loss_heads"])
+    return out
 
 
 def save_plots(df: pd.DataFrame, folder: str | Path, maxbatch: dict | None = None, dpi: int = 110) -> list[Path]:
