@@ -3,20 +3,30 @@ executed copies in the build folder, then write the report.
 
 Each notebook receives the profile and absolute results/data folders through its `parameters` cell. On a
 failure the run stops and names the notebook, the failing cell and the executed copy to open.
+
+Running it again after an interruption (a disconnect, a kill, Ctrl-C) continues where it stopped: each notebook
+that ran to its end leaves a marker, results/<profile>/workbook/<name>.json, written atomically after success
+with the notebook's source hash and parameters; a notebook with a matching marker is skipped (`--force` runs
+it anyway), an edited notebook or other parameters run again. The markers live beside the results, not in the
+build folder, so a new Colab session with RESULTS_DIR on Drive picks up too. Inside a notebook the training
+runs do the same (`rev.book.runs.train_run`: finished runs reused, interrupted ones resumed).
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 from pathlib import Path
 
+from ..engine.files import read_json, write_json
 from ..engine.profiles import resolve_profile_name
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 SEQUENCE = (
     "00_setup", "01_integrator_theory", "01b_build_the_backward", "02_tests", "03_screening", "04_run1_baseline",
     "05_run2_reversible_same_batch", "06_run3_reversible_max_batch", "07_report",
-    "08_training_irreversibility", "09_adaptive_checkpointing", "10_finetune_trace_rollback",
+    "07b_where_reversible_stands", "08_training_irreversibility", "09_adaptive_checkpointing", "09b_adaptive_rank",
+    "10_finetune_trace_rollback",
 )
 
 
@@ -24,11 +34,32 @@ class WorkbookError(RuntimeError):
     pass
 
 
+def marker_path(results: str | Path, profile: str, name: str) -> Path:
+    """Where notebook `name` records that it ran to its end under `results` for `profile`."""
+    return Path(results) / profile / "workbook" / f"{name}.json"
+
+
+def _marker(src: Path, params: dict) -> dict:
+    return {"source_sha256": hashlib.sha256(src.read_bytes()).hexdigest(), "parameters": params}
+
+
+def completed(path: Path, src: Path, params: dict) -> bool:
+    """True when the marker at `path` says this very notebook source ran to its end with these parameters."""
+    try:
+        rec = read_json(path)
+    except ValueError:  # missing or damaged: run the notebook
+        return False
+    want = _marker(src, params)
+    return all(rec.get(k) == v for k, v in want.items())
+
+
 def run_workbook(profile: str = "auto", out: str | Path | None = None, results: str | Path = "results",
                  data_dir: str | Path = "data", only: list[str] | None = None, kernel: str = "python3",
-                 seed: int = 0, progress: bool = True) -> list[Path]:
-    """Execute the sequence (or `only` those notebooks); returns the executed copies' paths."""
+                 seed: int = 0, progress: bool = True, force: bool = False) -> list[Path]:
+    """Execute the sequence (or `only` those notebooks), skipping those already completed with the same source
+    and parameters unless `force`; returns the executed copies' paths (of this call's runs)."""
     import papermill as pm
+    from nbclient.exceptions import DeadKernelError
 
     profile = resolve_profile_name(profile)
     if not NOTEBOOK_DIR.is_dir():
@@ -44,6 +75,11 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
     done = []
     for i, name in enumerate(names, 1):
         src, dst = NOTEBOOK_DIR / f"{name}.ipynb", build / "notebooks" / f"{name}.ipynb"
+        marker = marker_path(results, profile, name)
+        if not force and completed(marker, src, params):
+            print(f"[{i}/{len(names)}] {name}: completed before (marker {marker}), skipped; --force runs it",
+                  flush=True)
+            continue
         print(f"[{i}/{len(names)}] {name} (profile {profile}) ...", flush=True)
         t0 = time.perf_counter()
         try:
@@ -52,7 +88,13 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
         except pm.PapermillExecutionError as e:
             raise WorkbookError(f"{name} failed in cell {e.exec_count} ({e.ename}: {e.evalue}); "
                                 f"open the executed copy {dst} to see the traceback") from e
-        print(f"      done in {time.perf_counter() - t0:.0f} s -> {dst}", flush=True)
+        except DeadKernelError as e:
+            raise WorkbookError(f"{name}: the kernel died ({e}); run the workbook again to continue "
+                                f"from the last checkpoint") from e
+        seconds = time.perf_counter() - t0
+        write_json(marker, {**_marker(src, params), "executed_copy": str(dst.resolve()), "seconds": round(seconds, 1),
+                            "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+        print(f"      done in {seconds:.0f} s -> {dst}", flush=True)
         done.append(dst)
     if not only or "07_report" in names:
         from .report import write_report
@@ -70,11 +112,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", help="run just these notebooks (names without .ipynb)")
     p.add_argument("--kernel", default="python3")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--force", action="store_true",
+                   help="run every notebook, even those that completed before with the same source and parameters")
 
 
 def run_cli(args: argparse.Namespace) -> int:
     try:
-        run_workbook(args.profile, args.out, args.results, args.data_dir, args.only, args.kernel, args.seed)
+        run_workbook(args.profile, args.out, args.results, args.data_dir, args.only, args.kernel, args.seed,
+                     force=args.force)
     except (WorkbookError, ValueError) as e:
         raise SystemExit(f"error: {e}")
     return 0
