@@ -2,8 +2,8 @@
 
 Pre-LN blocks: F = attention(LN1(x)), G = MLP(LN2(x)). A single-stream integrator sees the whole block
 f(x) = F(x) + G(x + F(x)), so `residual` at h=1 is exactly the usual pre-LN GPT block. Learned positions,
-tied input/output embeddings, and a chunked, checkpointed cross-entropy so the (tokens x vocab) logits
-never sit in memory at once.
+tied input/output embeddings, and a loss head (rev.core.loss, default: fused chunked linear-cross-entropy)
+so the (tokens x vocab) logits never sit in memory at once.
 
 Trunks:
   residual       forward Euler, activations stored (the baseline)
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .integrators import Integrator, get_integrator
+from .loss import LOSS_HEADS, cross_entropy
 from .reversible import reversible_trunk
 from .streams import STREAMS, Stream, get_stream
 
@@ -59,10 +60,19 @@ class GPTConfig:
     dropout: float = 0.0
     keep: tuple[int, ...] = ()      # layer boundaries whose state a reversible trunk stores (see reversible.py)
     loss_chunk: int = 1024          # rows of logits materialised at once by the loss
+    loss_head: str = "fused"        # "fused" | "chunked" (checkpointed chunks) | "plain" (see rev.core.loss)
+    # positions per chunk for the MLP in the reversible backward and residual_ckpt's recompute (see Block):
+    # "auto" picks `auto_pos_chunk(seq_len)`, 0 or None evaluates the whole sequence at once
+    pos_chunk: int | str | None = "auto"
+    # reversible trunks: attention evaluated and backpropagated head by head too (about 3 fewer (T x d) tensors
+    # per sequence; off by default because its CPU speed was erratic at small batches: see issue 20's note)
+    split_heads: bool = False
 
     def __post_init__(self) -> None:
         if self.trunk not in TRUNKS:
             raise ValueError(f"unknown trunk {self.trunk!r}: choose one of {', '.join(TRUNKS)}")
+        if self.loss_head not in LOSS_HEADS:
+            raise ValueError(f"unknown loss_head {self.loss_head!r}: choose one of {', '.join(LOSS_HEADS)}")
         if self.stream not in STREAMS:
             raise ValueError(f"unknown stream {self.stream!r}: choose one of {', '.join(STREAMS)}")
         if not self.h > 0:
@@ -78,6 +88,9 @@ class GPTConfig:
         if self.dropout > 0 and self.reversible:
             raise ValueError(f"trunk {self.trunk!r} rebuilds activations in backward, so dropout would need its "
                              f"random masks replayed exactly; set dropout=0 or use a stored trunk")
+        if self.pos_chunk != "auto" and not (self.pos_chunk is None or (isinstance(self.pos_chunk, int)
+                                                                        and self.pos_chunk >= 0)):
+            raise ValueError(f"pos_chunk must be 'auto', None or an integer >= 0, got {self.pos_chunk!r}")
         self.keep = tuple(sorted(set(int(k) for k in self.keep)))
         if any(not 0 < k < self.n_layer for k in self.keep):
             raise ValueError(f"keep boundaries must lie in 1..n_layer-1 = 1..{self.n_layer - 1}, got {self.keep}")
@@ -86,10 +99,28 @@ class GPTConfig:
     def reversible(self) -> bool:
         return TRUNKS[self.trunk].backward == "reversible"
 
+    @property
+    def positions_per_chunk(self) -> int:
+        """`pos_chunk` resolved: the chunk size in positions, 0 for off."""
+        return auto_pos_chunk(self.seq_len) if self.pos_chunk == "auto" else int(self.pos_chunk or 0)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["keep"] = list(self.keep)
         return d
+
+
+MIN_POS_CHUNK = 64
+
+
+def auto_pos_chunk(seq_len: int) -> int:
+    """The default MLP chunk, from a memory target: the MLP's four hidden tensors alive in a chunk's backward
+    (c x 4d each: the first linear's output, the GELU's, and their gradients) should hold no more than one
+    stream state (T x d), so c <= T / 16; but at least `MIN_POS_CHUNK` positions, so each chunk's matmuls keep
+    enough rows to run at full speed and the per-chunk overhead stays small. 0 (off) when that is the whole
+    sequence."""
+    c = max(MIN_POS_CHUNK, seq_len // 16)
+    return c if c < seq_len else 0
 
 
 def _divisor_near(n: int, k: int) -> int:
@@ -112,6 +143,15 @@ class CausalSelfAttention(nn.Module):
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return F.dropout(self.proj(y), self.dropout, self.training)
 
+    def head(self, x: Tensor, i: int) -> Tensor:
+        """Head i's share of `forward(x)` without dropout: the output projection sums over heads, so
+        `sum(head(x, i) for i in range(n_head))` is `forward(x)` up to rounding, with one head's activations."""
+        C, hd = x.size(-1), x.size(-1) // self.n_head
+        w = self.qkv.weight.view(3, self.n_head, hd, C)[:, i].reshape(3 * hd, C)
+        q, k, v = (t.unsqueeze(-3) for t in F.linear(x, w).split(hd, dim=-1))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).squeeze(-3)
+        return F.linear(y, self.proj.weight[:, i * hd:(i + 1) * hd])
+
 
 class MLP(nn.Module):
     def __init__(self, cfg: GPTConfig):
@@ -125,17 +165,44 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One layer's vector field: components F (attention), G (MLP) and f (the whole pre-LN block)."""
+    """One layer's vector field: components F (attention), G (MLP) and f (the whole pre-LN block).
 
-    def __init__(self, cfg: GPTConfig):
+    G acts on each position alone, and the block says so in `position_wise`: the reversible trunk
+    (rev.core.reversible) then evaluates and backpropagates G over chunks of `pos_chunk` positions, so only
+    one chunk's (c x 4d) hidden activations are alive. With `checkpoint_chunks` (residual_ckpt) G does the same
+    inside f by running each chunk under its own checkpoint, nested in the block's: the block's recompute then
+    keeps one chunk's MLP activations too, at the price of a third MLP forward.
+    """
+
+    position_wise = ("G",)
+
+    def parts(self, name: str) -> list[Callable[[Tensor], Tensor]] | None:
+        """F as a sum over heads with `split_heads` (the reversible trunk evaluates and backpropagates one
+        head at a time); None: evaluate the component whole."""
+        if name != "F" or not self.split_heads:
+            return None
+        return [partial(self._head, i) for i in range(self.attn.n_head)]
+
+    def _head(self, i: int, x: Tensor) -> Tensor:
+        return self.attn.head(self.ln1(x), i)
+
+    def __init__(self, cfg: GPTConfig, pos_chunk: int = 0, checkpoint_chunks: bool = False):
         super().__init__()
         self.ln1, self.attn = nn.LayerNorm(cfg.d_model), CausalSelfAttention(cfg)
         self.ln2, self.mlp = nn.LayerNorm(cfg.d_model), MLP(cfg)
+        self.pos_chunk, self.checkpoint_chunks = pos_chunk, checkpoint_chunks
+        self.split_heads = cfg.split_heads
 
     def F(self, x: Tensor) -> Tensor:
         return self.attn(self.ln1(x))
 
     def G(self, x: Tensor) -> Tensor:
+        if self.checkpoint_chunks and 0 < self.pos_chunk < x.size(-2) and torch.is_grad_enabled():
+            parts = x.split(self.pos_chunk, dim=-2)
+            return torch.cat([checkpoint(self._mlp, p, use_reentrant=False) for p in parts], dim=-2)
+        return self._mlp(x)
+
+    def _mlp(self, x: Tensor) -> Tensor:
         return self.mlp(self.ln2(x))
 
     def f(self, x: Tensor) -> Tensor:
@@ -156,7 +223,8 @@ class Trunk(nn.Module):
         self.integrator: Integrator = get_integrator(integrator_name)
         self.stream: Stream = get_stream(cfg.stream)
         self.h, self.keep = cfg.h, cfg.keep
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        chunk = cfg.positions_per_chunk if self.mode != "stored" else 0  # stored trunks are the baseline
+        self.blocks = nn.ModuleList(Block(cfg, chunk, self.mode == "checkpoint") for _ in range(cfg.n_layer))
 
     def forward(self, x: Tensor) -> Tensor:
         if self.mode == "reversible":
@@ -227,7 +295,7 @@ class GPT(nn.Module):
         h = self.hidden(idx)
         if targets is None:
             return h @ self.wte.weight.t()
-        return chunked_cross_entropy(h, self.wte.weight, targets, self.cfg.loss_chunk)
+        return cross_entropy(h, self.wte.weight, targets, self.cfg.loss_head, self.cfg.loss_chunk)
 
     @torch.no_grad()
     def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
@@ -245,17 +313,3 @@ class GPT(nn.Module):
             nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
             idx = torch.cat([idx, nxt], dim=1)
         return idx
-
-
-def _ce_sum(h: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
-    return F.cross_entropy((h @ weight.t()).float(), targets, reduction="sum")
-
-
-def chunked_cross_entropy(h: Tensor, weight: Tensor, targets: Tensor, chunk: int = 1024) -> Tensor:
-    """Mean cross-entropy of logits `h @ weight.T` against `targets`, `chunk` rows at a time, each chunk
-    checkpointed: backward recomputes its logits instead of keeping them all."""
-    h2, t = h.reshape(-1, h.size(-1)), targets.reshape(-1)
-    ce = _ce_sum
-    if t.numel() > chunk and torch.is_grad_enabled():
-        ce = partial(checkpoint, _ce_sum, use_reentrant=False)
-    return sum(ce(h2[i:i + chunk], weight, t[i:i + chunk]) for i in range(0, t.numel(), chunk)) / t.numel()
