@@ -63,6 +63,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
             g = z.to(hc.dtype)           # h's dtype, as the logits' matmul saw it; autocast casts as it did there
             grad_h[i:i + chunk] = g @ weight
             grad_w += g.t() @ hc
+            del z, g                     # else they live on while the next chunk's logits are made
         ctx.grads, ctx.weight_dtype = (grad_h, grad_w), weight.dtype
         return loss / n
 

@@ -8,6 +8,19 @@ backward pass through it gives the gradient of its input `s` and of its paramete
 graph, so at any time only one block component's activations (attention or MLP, for reversible Euler)
 are alive, and each component is evaluated exactly once per backward.
 
+Position-wise components go further. A block may declare, in `position_wise`, the components that act on
+each position alone (a GPT's MLP with its LayerNorm), and in `pos_chunk` a number of positions. Such a
+component is then evaluated over chunks of `pos_chunk` positions along dim -2, in forward and in backward
+alike: backward evaluates a chunk with a graph, keeps its output, backpropagates it and frees its graph
+before the next chunk, adding up the parameter gradients over chunks. Only one chunk's
+activations are alive, and the gradients are those of the whole evaluation (each output position depends on
+its own input position only). A block may also split a component into `parts(name)` whose sum it is (a GPT's
+attention, head by head): each part is evaluated and backpropagated in turn, its output added to the
+component's. To do this, `call` in backward defers the evaluation: it returns a shape-only token, and the
+`sub` that consumes it evaluates and backpropagates the block at once. And a state this backward rebuilt is
+overwritten in place when its own update is undone (no one reads it after that), so one layer's backward holds
+the two streams, their gradients and one piece of one block.
+
 This works for any integrator that keeps the contract in `rev.core.integrators`: its inverse undoes the
 step's additive updates one by one, in reverse order. When an update is undone, every later use of its
 result has already been undone too, so the gradient it hands on is complete.
@@ -22,8 +35,9 @@ so reconstruction error cannot accumulate past one span (used by the adaptive ch
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -46,10 +60,42 @@ class AutocastState:
         return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
 
 
+def position_chunks(block: nn.Module, name: str, s: Tensor) -> list[tuple]:
+    """Index tuples splitting `s` along dim -2 into the chunks block component `name` is evaluated on: chunks of
+    `block.pos_chunk` positions when the block declares `name` position-wise, else one index for everything."""
+    size, n = getattr(block, "pos_chunk", 0), s.shape[-2] if s.dim() >= 2 else 0
+    if name not in getattr(block, "position_wise", ()) or not 0 < size < n:
+        return [(...,)]
+    return [(..., slice(i, min(i + size, n)), slice(None)) for i in range(0, n, size)]
+
+
+def component_parts(block: nn.Module, name: str) -> list[Callable[[Tensor], Tensor]]:
+    """Callables whose sum is block component `name`: the block's `parts(name)` if it declares them, else the
+    component itself."""
+    parts = getattr(block, "parts", None)
+    return (parts(name) if parts is not None else None) or [block.component(name)]
+
+
+def pieces(block: nn.Module, name: str, s: Tensor) -> list[tuple[tuple, Callable[[Tensor], Tensor]]]:
+    """(positions, part) pairs that component `name` at `s` is evaluated by, in a fixed order: forward and
+    backward add them up the same way, so an exact stream inverts bit for bit."""
+    return [(ix, part) for ix in position_chunks(block, name, s) for part in component_parts(block, name)]
+
+
 def block_call(block: nn.Module, stream: Stream, dtype: torch.dtype):
-    """`call(name, s)` for integrators: evaluate block component `name` at stream value `s`."""
+    """`call(name, s)` for integrators: evaluate block component `name` at stream value `s` (chunk by chunk
+    and part by part where the block allows, so only one piece's intermediate activations exist at a time)."""
     def call(name: str, s: Tensor) -> Tensor:
-        return block.component(name)(stream.decode(s, dtype))
+        todo = pieces(block, name, s)
+        if len(todo) == 1:
+            return todo[0][1](stream.decode(s, dtype))
+        out = None
+        for ix, part in todo:
+            value = part(stream.decode(s[ix], dtype))
+            out = value.new_zeros(s.shape) if out is None else out
+            out[ix] += value
+            del value
+        return out
     return call
 
 
@@ -108,10 +154,12 @@ class ReversibleFunction(torch.autograd.Function):
         grads = [g.to(carrier) if g is not None else torch.zeros_like(stream.decode(s, carrier))
                  for g, s in zip(grads_out, state)]
         param_grads: list[Tensor] = []
+        owned: dict[int, weakref.ref] = {}  # tensors this backward rebuilt: only those it may overwrite
         for layer in reversed(range(len(spec.blocks))):
             if layer + 1 in kept:  # restart from an exact copy of this boundary
                 state = kept.pop(layer + 1)
-            tape = _LayerTape(spec.blocks[layer], stream, ctx.dtype, ctx.autocast, state, grads)
+            tape = _LayerTape(spec.blocks[layer], stream, ctx.dtype, ctx.autocast, state, grads, owned)
+            grads = None  # the tape holds them now, and drops each one as soon as it is replaced
             state = spec.integrator.inverse(state, tape.call, spec.h, layer, tape.sub)
             grads = tape.input_grads(state)
             param_grads = tape.param_grads() + param_grads
@@ -125,42 +173,78 @@ class _LayerTape:
     Forward made `t' = t + c * block(s)`. When the inverse undoes it, `t` inherits the gradient of `t'`,
     and `s` and the block's parameters receive `c * grad(t')` pulled back through the block. Gradients of
     stream tensors are looked up by identity: the inverse hands state tensors around unchanged.
+
+    The block is evaluated when `sub` consumes its output, not when `call` asks for it: by then the gradient
+    of `t'` is known, so a position-wise component can be evaluated, subtracted and backpropagated chunk by
+    chunk (see the module docstring). `call` hands out a shape-only (meta) token in the meantime.
     """
 
     def __init__(self, block: nn.Module, stream: Stream, dtype: torch.dtype, autocast: AutocastState,
-                 state: State, grads: Sequence[Tensor]):
+                 state: State, grads: Sequence[Tensor], owned: dict[int, weakref.ref] | None = None):
         self.block, self.stream, self.dtype, self.autocast = block, stream, dtype, autocast
+        self.owned = {} if owned is None else owned
         self.params = tuple(block.parameters())
         self._param_grads: list[Tensor | None] = [None] * len(self.params)
         self._grads: dict[int, tuple[Tensor, Tensor]] = {}     # id(stream tensor) -> (tensor, gradient)
-        self._calls: dict[int, tuple[Tensor, Tensor, Tensor, Tensor]] = {}  # id(value) -> (value, s, leaf, out)
+        self._calls: dict[int, tuple[Tensor, str, Tensor]] = {}  # id(token) -> (token, component name, s)
         for s, g in zip(state, grads):
             self._accumulate(s, g)
 
     def call(self, name: str, s: Tensor) -> Tensor:
-        leaf = self.stream.decode(s, self.dtype).detach().requires_grad_(True)
-        with torch.enable_grad(), self.autocast.context():
-            out = self.block.component(name)(leaf)
-        value = out.detach()
-        self._calls[id(value)] = (value, s, leaf, out)
-        return value
+        token = torch.empty(s.shape, dtype=self.dtype, device="meta")
+        self._calls[id(token)] = (token, name, s)
+        return token
 
     def sub(self, t: Tensor, c: Tensor, coef: float) -> Tensor:
         if id(c) not in self._calls or id(t) not in self._grads:
             raise RuntimeError("a reversible integrator's inverse must subtract block outputs from state tensors "
                                "(see the contract in rev.core.integrators)")
-        _, s, leaf, out = self._calls.pop(id(c))
+        _, name, s = self._calls.pop(id(c))
         _, g = self._grads.pop(id(t))
-        rebuilt = self.stream.sub(t, c, coef)
+        todo = pieces(self.block, name, s)
+        if len(todo) == 1:
+            out, grad_s = self._backprop(todo[0][1], s, g, coef)
+        else:
+            out, grad_s = None, torch.zeros(s.shape, dtype=self.stream.carrier_dtype, device=s.device)
+            for ix, part in todo:
+                value, grad = self._backprop(part, s[ix], g[ix], coef)
+                out = value.new_zeros(s.shape) if out is None else out
+                out[ix] += value
+                grad_s[ix] += grad
+                del value, grad  # not alive while the next piece runs
+        rebuilt = self._subtract(t, out, coef)
         self._accumulate(rebuilt, g)
-        # One backward pass through this block evaluation, which frees its graph.
-        got = torch.autograd.grad(out, (leaf, *self.params), (g * coef).to(out.dtype), allow_unused=True)
-        self._accumulate(s, got[0])
-        for i, pg in enumerate(got[1:]):
+        self._accumulate(s, grad_s)
+        return rebuilt
+
+    def _subtract(self, t: Tensor, out: Tensor, coef: float) -> Tensor:
+        """`stream.sub(t, out, coef)`, written over `t` when this backward rebuilt `t` itself: by the contract,
+        nothing reads `t'` once its update is undone, so the rebuilt state needs no memory of its own. (States
+        from forward -- the Function's outputs, kept copies -- are never overwritten.)"""
+        ref = self.owned.get(id(t))
+        if ref is not None and ref() is t:
+            return t.sub_(self.stream.increment(out, coef))  # what Stream.sub computes, in place
+        rebuilt = self.stream.sub(t, out, coef)
+        self.owned[id(rebuilt)] = weakref.ref(rebuilt)
+        return rebuilt
+
+    def _backprop(self, fn: Callable[[Tensor], Tensor], s: Tensor, g: Tensor, coef: float) -> tuple[Tensor, Tensor]:
+        """Evaluate `fn` at `s` (a whole state or a chunk of one) with a graph and backpropagate `coef * g`
+        through it once, which frees the graph. Returns the value and the gradient of `s`; parameter
+        gradients are added to the layer's. `coef` scales the results, not `g`: no state-sized copy of `g`."""
+        leaf = self.stream.decode(s, self.dtype).detach().requires_grad_(True)
+        with torch.enable_grad(), self.autocast.context():
+            out = fn(leaf)
+        got = torch.autograd.grad(out, (leaf, *self.params), g.to(out.dtype), allow_unused=True)
+        scale = (lambda x: x) if coef == 1 else (lambda x: x * coef)  # noqa: E731
+        self._add_param_grads([None if pg is None else scale(pg) for pg in got[1:]])
+        return out.detach(), scale(got[0].to(self.stream.carrier_dtype))
+
+    def _add_param_grads(self, got: Sequence[Tensor | None]) -> None:
+        for i, pg in enumerate(got):
             if pg is not None:
                 old = self._param_grads[i]
                 self._param_grads[i] = pg if old is None else old + pg
-        return rebuilt
 
     def _accumulate(self, s: Tensor, g: Tensor) -> None:
         g = g.to(self.stream.carrier_dtype)
