@@ -231,14 +231,17 @@ class _LayerTape:
     def _backprop(self, fn: Callable[[Tensor], Tensor], s: Tensor, g: Tensor, coef: float) -> tuple[Tensor, Tensor]:
         """Evaluate `fn` at `s` (a whole state or a chunk of one) with a graph and backpropagate `coef * g`
         through it once, which frees the graph. Returns the value and the gradient of `s`; parameter
-        gradients are added to the layer's. `coef` scales the results, not `g`: no state-sized copy of `g`."""
+        gradients are added to the layer's. The cotangent is `coef * g` rounded to the block's output dtype, as
+        autograd rounds it through the stored trunk's `t + coef * block(s)`: scaling the results instead would
+        differ by a rounding under fp16 autocast. (`g` is one chunk when the component is chunked.)"""
         leaf = self.stream.decode(s, self.dtype).detach().requires_grad_(True)
         with torch.enable_grad(), self.autocast.context():
             out = fn(leaf)
-        got = torch.autograd.grad(out, (leaf, *self.params), g.to(out.dtype), allow_unused=True)
-        scale = (lambda x: x) if coef == 1 else (lambda x: x * coef)  # noqa: E731
-        self._add_param_grads([None if pg is None else scale(pg) for pg in got[1:]])
-        return out.detach(), scale(got[0].to(self.stream.carrier_dtype))
+        cot = g.to(out.dtype) if coef == 1 else (g * coef).to(out.dtype)
+        got = torch.autograd.grad(out, (leaf, *self.params), cot, allow_unused=True)
+        del cot
+        self._add_param_grads(list(got[1:]))
+        return out.detach(), got[0].to(self.stream.carrier_dtype)
 
     def _add_param_grads(self, got: Sequence[Tensor | None]) -> None:
         for i, pg in enumerate(got):
