@@ -2,6 +2,20 @@
 
 The suite runs as two single-threaded workers (`pytest -n 2`): nearly every test works on tiny tensors, where
 intra-op threads cost more in synchronisation than they gain, and two processes keep both cores busy."""
+from pathlib import Path
+
+import pytest
 import torch
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def smoke_data(tmp_path_factory) -> Path:
+    """A prepared smoke-profile corpus in a temporary folder, shared by a test module."""
+    from rev.engine.corpus import prepare_profile
+    from rev.engine.profiles import get_profile
+
+    root = tmp_path_factory.mktemp("data")
+    prepare_profile(get_profile("smoke"), root, progress=False)
+    return root

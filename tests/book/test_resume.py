@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from rev.book.workbook import completed, marker_path
-from rev.engine.corpus import prepare_profile
 from rev.engine.files import write_json
 from rev.engine.profiles import get_profile
 from rev.engine.train import TrainConfig, train
@@ -22,10 +21,8 @@ ONE_BATCH = SMOKE.batch_size * SMOKE.seq_len
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("data")
-    prepare_profile(SMOKE, root, progress=False)
-    return root
+def data_dir(smoke_data) -> Path:
+    return smoke_data
 
 
 def _losses(run: Path) -> list[str]:

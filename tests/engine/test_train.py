@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from rev.engine.corpus import prepare_profile
 from rev.engine.maxbatch import (DepthProbe, MemoryLine, find_max_batch, find_max_depth, largest_fitting,
                                   measure_memory_line, profile_model_config)
 from rev.core.model import GPT, TRUNKS
@@ -22,10 +21,8 @@ ONE_BATCH = SMOKE.batch_size * SMOKE.seq_len
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("data")
-    prepare_profile(SMOKE, root, progress=False)
-    return root
+def data_dir(smoke_data) -> Path:
+    return smoke_data
 
 
 def _cfg(data_dir: Path, out: Path, **kw) -> TrainConfig:
