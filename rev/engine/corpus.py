@@ -24,8 +24,6 @@ import os
 import shutil
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
@@ -37,13 +35,14 @@ from tqdm.auto import tqdm
 
 from .data import EOT, FORMAT, SPLITS, DataError, _sha256, load
 from .files import read_json
+from . import tinystories
 from .stories import story_at
+from .tinystories import TINYSTORIES
 
 MIN_VOCAB = 257                  # the 256 byte symbols plus <|endoftext|>
 MAX_VOCAB = 65535                # ids are stored as uint16
 DEFAULT_VOCAB = 8192
 DEFAULT_SYNTHETIC_TOKENS = 5_000_000
-TINYSTORIES = "roneneldan/TinyStories"
 _STORIES_PER_BATCH = 1024        # encoding works on this many stories at a time, so memory stays bounded
 
 
@@ -248,50 +247,6 @@ def _text_corpus(req: dict[str, Any]) -> _Corpus:
     return _Corpus({"train": lambda: stream(False), "val": lambda: stream(True)}, {"train": None, "val": None})
 
 
-def _offline_message(reason: str) -> str:
-    cache = ("it is not in the local Hugging Face cache either" if _hub_offline_flag() else
-             "if it is already in your Hugging Face cache, set HF_HUB_OFFLINE=1 and HF_DATASETS_OFFLINE=1 and "
-             "run again")
-    return (f"cannot get {TINYSTORIES} from the Hugging Face hub ({reason}); {cache}. Without a network, "
-            f"prepare the project's own corpus instead: `python -m rev prepare --source synthetic` "
-            f"(prepare('synthetic', ...)), or your own stories: `--source text:PATH` (.txt files, stories "
-            f"separated by {EOT} or blank lines).")
-
-
-def _hub_offline_flag() -> bool:
-    return any(os.environ.get(k, "").strip().lower() in ("1", "true", "yes", "on")
-               for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
-def _probe_hub(timeout: float = 5.0) -> None:
-    """Fails in seconds when the hub is unreachable; `datasets` alone retries for half a minute or more."""
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    request = urllib.request.Request(f"{endpoint}/api/datasets/{TINYSTORIES}", method="HEAD")
-    try:
-        urllib.request.urlopen(request, timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return  # the hub answered; `datasets` will report anything more specific
-    except (urllib.error.URLError, OSError) as e:
-        raise DataError(_offline_message(f"{endpoint} is unreachable: {getattr(e, 'reason', e)}")) from None
-
-
-def _load_tinystories() -> dict[str, Any]:
-    if not _hub_offline_flag():
-        _probe_hub()
-    # short hub timeouts: read by huggingface_hub when first imported
-    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
-    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "60")
-    try:
-        import datasets
-    except ImportError as e:
-        raise DataError("the tinystories source needs the `datasets` package: pip install datasets") from e
-    try:
-        return {split: datasets.load_dataset(TINYSTORIES, split=hf) for split, hf in
-                (("train", "train"), ("val", "validation"))}
-    except Exception as e:  # network, cache and hub errors come in many types; all mean "not available here"
-        raise DataError(_offline_message(f"{type(e).__name__}: {e}")) from e
-
-
 def _texts(dataset: Any) -> Iterator[str]:
     for batch in dataset.iter(batch_size=_STORIES_PER_BATCH):
         for text in batch["text"]:
@@ -301,7 +256,7 @@ def _texts(dataset: Any) -> Iterator[str]:
 
 
 def _tinystories_corpus(req: dict[str, Any]) -> _Corpus:
-    ds = _load_tinystories()
+    ds = tinystories.load_splits()
 
     def train() -> Iterator[str]:  # a cap cuts the training split; validation stays the data set's own
         return _capped(_texts(ds["train"]), req["stories"], req["tokens"], req["vocab_size"])

@@ -13,6 +13,7 @@ import torch
 
 from rev.engine import corpus as data
 from rev.engine import data as rdata
+from rev.engine import tinystories
 from rev.engine.corpus import prepare
 from rev.engine.data import EOT, DataError, load
 from rev.engine.stories import synthetic_stories
@@ -318,7 +319,7 @@ def test_tinystories_code_path_on_local_datasets(tmp_path, monkeypatch):
     stories = list(synthetic_stories(80, seed=6))
     fake = {"train": datasets.Dataset.from_dict({"text": stories[:70] + [""]}),
             "val": datasets.Dataset.from_dict({"text": stories[70:]})}
-    monkeypatch.setattr(data, "_load_tinystories", lambda: fake)
+    monkeypatch.setattr(tinystories, "load_splits", lambda: fake)
     out = prepare("tinystories", tmp_path / "ts", 300, stories=50, progress=False)
     assert decoded_stories(out, "train") == stories[:50]  # the cap cuts the training split only
     assert decoded_stories(out, "val") == stories[70:]

@@ -1,0 +1,61 @@
+"""The TinyStories source of `rev.engine.corpus`: the Hugging Face download, failing fast and clearly offline.
+
+`python -m rev prepare --source tinystories` (and the `t4`/`full` profiles) read it through `load_splits`. Without a
+network the error names the offline alternatives (`--source synthetic`, `--source text:PATH`).
+"""
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+from .data import EOT, DataError
+
+TINYSTORIES = "roneneldan/TinyStories"
+
+
+def offline_message(reason: str) -> str:
+    cache = ("it is not in the local Hugging Face cache either" if hub_offline() else
+             "if it is already in your Hugging Face cache, set HF_HUB_OFFLINE=1 and HF_DATASETS_OFFLINE=1 and "
+             "run again")
+    return (f"cannot get {TINYSTORIES} from the Hugging Face hub ({reason}); {cache}. Without a network, "
+            f"prepare the project's own corpus instead: `python -m rev prepare --source synthetic` "
+            f"(prepare('synthetic', ...)), or your own stories: `--source text:PATH` (.txt files, stories "
+            f"separated by {EOT} or blank lines).")
+
+
+def hub_offline() -> bool:
+    return any(os.environ.get(k, "").strip().lower() in ("1", "true", "yes", "on")
+               for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def probe_hub(timeout: float = 5.0) -> None:
+    """Fails in seconds when the hub is unreachable; `datasets` alone retries for half a minute or more."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    request = urllib.request.Request(f"{endpoint}/api/datasets/{TINYSTORIES}", method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return  # the hub answered; `datasets` will report anything more specific
+    except (urllib.error.URLError, OSError) as e:
+        raise DataError(offline_message(f"{endpoint} is unreachable: {getattr(e, 'reason', e)}")) from None
+
+
+def load_splits() -> dict[str, Any]:
+    """The train and validation splits as `datasets` objects; a DataError that says what to do when the hub
+    cannot be reached."""
+    if not hub_offline():
+        probe_hub()
+    # short hub timeouts: read by huggingface_hub when first imported
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "60")
+    try:
+        import datasets
+    except ImportError as e:
+        raise DataError("the tinystories source needs the `datasets` package: pip install datasets") from e
+    try:
+        return {split: datasets.load_dataset(TINYSTORIES, split=hf) for split, hf in
+                (("train", "train"), ("val", "validation"))}
+    except Exception as e:  # network, cache and hub errors come in many types; all mean "not available here"
+        raise DataError(offline_message(f"{type(e).__name__}: {e}")) from e
