@@ -280,6 +280,17 @@ def predict_max_batches(profile: str, trunks: list[dict], budget_bytes: int, dev
     return pd.DataFrame(rows).T
 
 
+def max_batch_table(predicted, mb: dict):
+    """The searches beside the lines' predictions: max batch predicted and found, and the memory per sequence
+    from the two largest fitting probes of each search (where activations dominate most)."""
+    import pandas as pd
+
+    per_seq = lambda r: math.nan if r.get("bytes_per_sequence") is None else r["bytes_per_sequence"] / 2**20  # noqa: E731
+    return pd.DataFrame({t: {"predicted_max_batch": predicted.loc[t, "predicted_max_batch"], "found": mb[t]["batch"],
+                             "MiB_per_sequence (line)": predicted.loc[t, "MiB_per_sequence"],
+                             "MiB_per_sequence (search)": per_seq(mb[t])} for t in predicted.index}).T
+
+
 def search_max_batches(profile: str, trunks: list[dict], results: str | Path = "results", device: str = "auto",
                        budget_bytes: int | None = None, progress: bool = True) -> dict:
     """Search the max batch of each trunk under the same budget (default `memory_budget`). Merges into

@@ -65,7 +65,8 @@ class GPTConfig:
     # "auto" picks `auto_pos_chunk(seq_len)`, 0 or None evaluates the whole sequence at once
     pos_chunk: int | str | None = "auto"
     # reversible trunks: attention evaluated and backpropagated head by head too (about 3 fewer (T x d) tensors
-    # per sequence; off by default because its CPU speed was erratic at small batches: see issue 20's note)
+    # per sequence; off by default because its CPU speed was erratic at small batches: `python -m rev bench
+    # --split-heads` measures both)
     split_heads: bool = False
 
     def __post_init__(self) -> None:
@@ -121,6 +122,19 @@ def auto_pos_chunk(seq_len: int) -> int:
     sequence."""
     c = max(MIN_POS_CHUNK, seq_len // 16)
     return c if c < seq_len else 0
+
+
+def pos_chunk_arg(text: str) -> int | str:
+    """A command-line `pos_chunk`: "auto" or a number of positions (0: off)."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"pos_chunk must be 'auto' or an integer >= 0 (0 turns chunking off), got {text!r}")
+    return value
 
 
 def _divisor_near(n: int, k: int) -> int:

@@ -1,6 +1,7 @@
-"""`python -m rev bench`: every trunk (and, with `--heads`, every loss head) side by side in one run -- peak
-memory of a training step, tokens/s, both as ratios to `residual` with the same head -- plus activation memory
-against depth.
+"""`python -m rev bench`: every trunk side by side in one run -- and with `--heads` every loss head, with
+`--pos-chunks` every position chunk of the recompute -- peak memory of a training step, tokens/s, both as ratios
+to `residual` with the same head, with `--per-sequence` the memory each extra sequence costs (peaks at two
+batches), plus activation memory against depth.
 
 Timing steps are interleaved across runs (one step of each, then the next round) so that a slow moment of
 a shared machine hits every trunk and head alike; the reported figure is the median step.
@@ -18,9 +19,9 @@ from tqdm.auto import tqdm
 from .device import amp_dtype, autocast, describe, pick_device
 from .files import write_json
 from .optim import adamw
-from .memory import training_step_memory
+from .memory import MemoryLine, training_step_memory
 from ..core.loss import LOSS_HEADS
-from ..core.model import GPT, TRUNKS, GPTConfig
+from ..core.model import GPT, TRUNKS, GPTConfig, pos_chunk_arg
 
 DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
 
@@ -48,42 +49,73 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def bench_configs(geometry: dict, trunks=tuple(TRUNKS), heads=("fused",), pos_chunks=("auto",),
+                  split_heads: bool = False) -> list[GPTConfig]:
+    """The models `bench_trunks` compares: each trunk with each loss head, and each position chunk where the
+    trunk recomputes (a stored trunk keeps its activations, so chunking would change nothing: it runs once),
+    plus the head-by-head attention split for reversible trunks with `split_heads`."""
+    out = []
+    for head in heads:
+        for trunk in trunks:
+            spec = TRUNKS[trunk]
+            for chunk in (pos_chunks if spec.backward != "stored" else pos_chunks[:1]):
+                for split in ((False, True) if split_heads and spec.backward == "reversible" else (False,)):
+                    out.append(GPTConfig(**geometry, trunk=trunk, h=spec.h, loss_head=head, pos_chunk=chunk,
+                                         split_heads=split))
+    return out
+
+
+def run_label(cfg: GPTConfig) -> dict:
+    """What tells one bench run from another: trunk, head, positions per chunk (None: not recomputed) and split."""
+    chunked = TRUNKS[cfg.trunk].backward != "stored"
+    return dict(trunk=cfg.trunk, head=cfg.loss_head, pos_chunk=cfg.positions_per_chunk if chunked else None,
+                split_heads=cfg.split_heads)
+
+
 def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 3, device: str = "auto",
-                 precision: str = "auto", progress: bool = True, heads=("fused",)) -> dict:
-    """Peak step memory and tokens/s of each trunk with each loss head at one geometry and batch.
-    `out["runs"]` is a list of rows, one per (trunk, head)."""
+                 precision: str = "auto", progress: bool = True, heads=("fused",), pos_chunks=("auto",),
+                 split_heads: bool = False, per_sequence: bool = False) -> dict:
+    """Peak step memory and tokens/s of each model of `bench_configs` at one geometry and batch; with
+    `per_sequence`, also the memory each extra sequence costs: the slope of the measured peak between `batch`
+    and `2 * batch` (activations dominate at both when `batch` is not tiny). `out["runs"]` is a list of rows."""
     dev = pick_device(device)
     dtype = amp_dtype(dev, precision)
-    runs = {}
-    for trunk, head in tqdm([(t, hd) for hd in heads for t in trunks], desc="memory", disable=not progress):
-        cfg = GPTConfig(**geometry, trunk=trunk, h=TRUNKS[trunk].h, loss_head=head)
+    runs = []
+    for cfg in tqdm(bench_configs(geometry, trunks, heads, pos_chunks, split_heads), desc="memory",
+                    disable=not progress):
         model, opt, step = make_training_step(cfg, batch, dev, dtype)
         step()  # optimizer state exists from here on, as in training
         mem = training_step_memory(model, opt, step, dev)
-        runs[trunk, head] = dict(step=step, peak_bytes=mem.peak_bytes, static_bytes=mem.static_bytes,
-                                 activation_bytes=mem.activation_bytes, times=[])
+        row = run_label(cfg) | dict(peak_bytes=mem.peak_bytes, static_bytes=mem.static_bytes,
+                                    activation_bytes=mem.activation_bytes)
+        if per_sequence:
+            model2, opt2, step2 = make_training_step(cfg, 2 * batch, dev, dtype)
+            step2()
+            peak2 = training_step_memory(model2, opt2, step2, dev).peak_bytes
+            row["bytes_per_sequence"] = MemoryLine.through(batch, mem.peak_bytes, 2 * batch, peak2).bytes_per_sequence
+            del model2, opt2, step2
+        runs.append((row, step, []))
     for _ in tqdm(range(steps), desc="timing rounds", disable=not progress):
-        for r in runs.values():
+        for _, step, times in runs:
             _sync(dev)
             t0 = time.perf_counter()
-            r["step"]()
+            step()
             _sync(dev)
-            r["times"].append(time.perf_counter() - t0)
+            times.append(time.perf_counter() - t0)
     tokens = batch * geometry["seq_len"]
-    out = {}
-    for (trunk, head), r in runs.items():
-        row = dict(trunk=trunk, head=head, **{k: r[k] for k in ("peak_bytes", "static_bytes", "activation_bytes")})
-        row["step_s"] = statistics.median(r["times"])
+    rows = []
+    for row, _, times in runs:
+        row["step_s"] = statistics.median(times)
         row["tokens_per_s"] = tokens / row["step_s"]
-        out[trunk, head] = row
-    for (trunk, head), r in out.items():
-        base = out.get(("residual", head))
+        rows.append(row)
+    for r in rows:
+        base = next((b for b in rows if b["trunk"] == "residual" and b["head"] == r["head"]), None)
         if base:
             r["peak_ratio"] = r["peak_bytes"] / base["peak_bytes"]
             r["activation_ratio"] = r["activation_bytes"] / base["activation_bytes"]
             r["speed_ratio"] = r["tokens_per_s"] / base["tokens_per_s"]
     return {"device": describe(dev, dtype), "torch": torch.__version__, "geometry": geometry, "batch": batch,
-            "steps": steps, "runs": list(out.values())}
+            "steps": steps, "runs": rows}
 
 
 def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH_TRUNKS, device: str = "auto",
@@ -102,26 +134,51 @@ def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH
     return out
 
 
+def _run_name(r: dict) -> str:
+    chunk = "-" if r["pos_chunk"] is None else str(r["pos_chunk"] or "off")
+    return f"{r['trunk']:<14}{r['head']:<9}{chunk + ('+heads' if r['split_heads'] else ''):<11}"
+
+
+def _compare(rows: list[dict], name: str, pick, other) -> list[str]:
+    """Lines "run vs other run: speed x, peak x[, per sequence x]" for each row `pick` selects whose partner
+    `other(row, candidate)` exists."""
+    lines = []
+    for r in filter(pick, rows):
+        o = next((c for c in rows if c is not r and other(r, c)), None)
+        if o is None:
+            continue
+        text = (f"{_run_name(r).strip()} vs {name(o)}: speed {r['tokens_per_s'] / o['tokens_per_s']:.3f}x, "
+                f"peak {r['peak_bytes'] / o['peak_bytes']:.3f}x")
+        if "bytes_per_sequence" in r:
+            text += f", memory per sequence {r['bytes_per_sequence'] / o['bytes_per_sequence']:.3f}x"
+        lines.append(" ".join(text.split()))
+    return lines
+
+
 def format_report(res: dict, depth: dict | None = None) -> str:
     mib = 2 ** 20
+    rows = res["runs"]
+    per_seq = all("bytes_per_sequence" in r for r in rows)
     lines = [f"device: {res['device']}   torch {res['torch']}   batch {res['batch']}   geometry {res['geometry']}",
-             "ratios (/res) are to residual with the same loss head",
-             f"{'trunk':<14}{'head':<9}{'peak MiB':>10}{'act MiB':>10}{'tok/s':>10}{'peak/res':>10}{'act/res':>9}"
-             f"{'speed/res':>10}"]
-    for r in res["runs"]:
-        lines.append(f"{r['trunk']:<14}{r['head']:<9}{r['peak_bytes'] / mib:>10.1f}{r['activation_bytes'] / mib:>10.1f}"
-                     f"{r['tokens_per_s']:>10.0f}{r.get('peak_ratio', float('nan')):>10.3f}"
+             "chunk: positions per chunk in the recompute (- stored trunk, off: whole sequence; +heads: attention "
+             "head by head); ratios (/res) are to residual with the same loss head",
+             f"{'trunk':<14}{'head':<9}{'chunk':<11}{'peak MiB':>9}{'act MiB':>9}"
+             + (f"{'MiB/seq':>9}" if per_seq else "")
+             + f"{'tok/s':>9}{'peak/res':>9}{'act/res':>9}{'speed/res':>10}"]
+    for r in rows:
+        lines.append(_run_name(r) + f"{r['peak_bytes'] / mib:>9.1f}{r['activation_bytes'] / mib:>9.1f}"
+                     + (f"{r['bytes_per_sequence'] / mib:>9.2f}" if per_seq else "")
+                     + f"{r['tokens_per_s']:>9.0f}{r.get('peak_ratio', float('nan')):>9.3f}"
                      f"{r.get('activation_ratio', float('nan')):>9.3f}{r.get('speed_ratio', float('nan')):>10.3f}")
-    t = {(r["trunk"], r["head"]): r for r in res["runs"]}
-    for (trunk, head), r in t.items():
-        if trunk in ("midpoint_rev", "reveuler_rev") and ("residual_ckpt", head) in t:
-            lines.append(f"{trunk} speed / residual_ckpt speed ({head} head): "
-                         f"{r['tokens_per_s'] / t['residual_ckpt', head]['tokens_per_s']:.3f}")
-    for (trunk, head), r in t.items():
-        if head == "fused" and (trunk, "chunked") in t:
-            c = t[trunk, "chunked"]
-            lines.append(f"{trunk} fused head vs chunked head: speed {r['tokens_per_s'] / c['tokens_per_s']:.3f}x, "
-                         f"peak {r['peak_bytes'] / c['peak_bytes']:.3f}x")
+    same = lambda a, b, *keys: all(a[k] == b[k] for k in keys)  # noqa: E731
+    lines += _compare(rows, lambda o: f"residual_ckpt ({o['head']} head)",
+                      lambda r: TRUNKS[r["trunk"]].backward == "reversible",
+                      lambda r, c: c["trunk"] == "residual_ckpt" and same(r, c, "head", "pos_chunk"))
+    lines += _compare(rows, lambda o: "the chunked head", lambda r: r["head"] == "fused",
+                      lambda r, c: c["head"] == "chunked" and same(r, c, "trunk", "pos_chunk", "split_heads"))
+    lines += _compare(rows, lambda o: "no position chunks",
+                      lambda r: bool(r["pos_chunk"]) or r["split_heads"],
+                      lambda r, c: c["pos_chunk"] == 0 and not c["split_heads"] and same(r, c, "trunk", "head"))
     if depth:
         ds = sorted(next(iter(depth.values())))
         lines.append("activation MiB by depth: " + "  ".join(f"L={d}" for d in ds))
@@ -143,6 +200,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trunks", nargs="+", default=list(TRUNKS), choices=list(TRUNKS))
     p.add_argument("--heads", nargs="+", default=["fused"], choices=list(LOSS_HEADS),
                    help="loss heads to compare (see rev.core.loss); the depth sweep uses the first")
+    p.add_argument("--pos-chunks", nargs="+", type=pos_chunk_arg, default=["auto"],
+                   help="positions per chunk to compare in the recompute: auto | 0 (off) | numbers")
+    p.add_argument("--split-heads", action="store_true",
+                   help="also run each reversible trunk with attention backpropagated head by head")
+    p.add_argument("--per-sequence", action="store_true",
+                   help="also measure each model at twice the batch: memory per extra sequence")
     p.add_argument("--depths", nargs="*", type=int, default=[4, 8, 16, 32],
                    help="depths for the activation-memory sweep (none to skip)")
     p.add_argument("--device", default="auto")
@@ -156,12 +219,12 @@ def run_cli(args: argparse.Namespace) -> int:
     geometry = dict(vocab_size=args.vocab_size, seq_len=args.seq_len, n_layer=args.n_layer,
                     n_head=args.n_head, d_model=args.d_model)
     res = bench_trunks(geometry, args.batch, args.trunks, args.steps, args.device, args.precision,
-                       heads=args.heads)
+                       heads=args.heads, pos_chunks=args.pos_chunks, split_heads=args.split_heads,
+                       per_sequence=args.per_sequence)
     depth = bench_depths(geometry, args.batch, args.depths, device=args.device, precision=args.precision,
                          head=args.heads[0]) if args.depths else None
     print(format_report(res, depth))
     if args.json:
-
         res["depths"] = {t: {str(k): v for k, v in row.items()} for t, row in (depth or {}).items()}
         write_json(args.json, res)
         print(f"wrote {args.json}")

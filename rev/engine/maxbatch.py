@@ -10,14 +10,14 @@ Adam's state, the second is measured), so what is measured is what training will
   profile's `cpu_mem_budget` unless given), checked against the peak measured by `rev.engine.memory`.
 
 The same measured search also finds the deepest model that fits at a fixed batch (`find_max_depth`), and two
-probes give a straight-line memory model (`MemoryLine`) that predicts the max batch before any search runs.
+probes give a straight-line memory model (`rev.engine.memory.MemoryLine`) that predicts the max batch before any
+search runs; its slope through a search's two largest fitting probes is the measured memory per sequence.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import gc
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
@@ -27,8 +27,9 @@ from tqdm.auto import tqdm
 
 from .bench import make_training_step
 from .device import amp_dtype, pick_device
-from .memory import training_step_memory
-from ..core.model import GPT, TRUNKS, GPTConfig
+from .memory import MemoryLine, training_step_memory
+from ..core.loss import LOSS_HEADS
+from ..core.model import GPT, TRUNKS, GPTConfig, pos_chunk_arg
 from .profiles import get_profile
 from .files import write_json
 
@@ -56,9 +57,17 @@ class MaxBatch:
     budget_bytes: int
     probes: list[Probe] = field(default_factory=list)
 
+    def memory_line(self) -> MemoryLine | None:
+        """The line through the two largest fitting probes (where activations dominate most), or None with
+        fewer than two: its slope is the measured memory per sequence."""
+        fit = sorted({p.batch: p.peak_bytes for p in self.probes if p.fits and p.peak_bytes is not None}.items())
+        return MemoryLine.through(*fit[-2], *fit[-1]) if len(fit) >= 2 else None
+
     def to_dict(self) -> dict:
+        line = self.memory_line()
         return {"trunk": self.trunk, "batch": self.batch, "budget_bytes": self.budget_bytes,
-                "probes": [vars(p) for p in self.probes]}
+                "probes": [vars(p) for p in self.probes],
+                "bytes_per_sequence": None if line is None else line.bytes_per_sequence}
 
 
 @dataclass
@@ -185,27 +194,6 @@ def find_max_depth(cfg: GPTConfig, batch: int, budget_bytes: int, max_layers: in
     return result
 
 
-@dataclass(frozen=True)
-class MemoryLine:
-    """A training step's peak as a straight line in the batch: `static_bytes + bytes_per_sequence * batch`.
-    Parameters, gradients and Adam state do not depend on the batch; activations grow with it."""
-    static_bytes: float
-    bytes_per_sequence: float
-
-    @classmethod
-    def through(cls, b1: int, peak1: int, b2: int, peak2: int) -> "MemoryLine":
-        """The line through two measured (batch, peak) points."""
-        slope = (peak2 - peak1) / (b2 - b1)
-        return cls(peak1 - slope * b1, slope)
-
-    def max_batch(self, budget_bytes: int) -> int:
-        """Largest batch the line keeps within `budget_bytes` (0 when the static part alone is over)."""
-        if self.bytes_per_sequence <= 0:
-            raise ValueError(f"the peak did not grow with the batch ({self.bytes_per_sequence:.0f} bytes per "
-                             f"sequence): measure at two batches further apart")
-        return max(0, math.floor((budget_bytes - self.static_bytes) / self.bytes_per_sequence))
-
-
 def measure_memory_line(cfg: GPTConfig, b1: int, b2: int, device: str = "auto",
                         precision: str = "auto") -> MemoryLine:
     """Measure a training step's peak at batches `b1` < `b2` and draw the line through the two points."""
@@ -215,12 +203,13 @@ def measure_memory_line(cfg: GPTConfig, b1: int, b2: int, device: str = "auto",
 
 
 def profile_model_config(profile: str, trunk: str, n_layer: int | None = None, h: float | None = None,
-                         stream: str = "fp32") -> GPTConfig:
-    """The model a profile trains with `trunk` (and optional depth, step size and stream)."""
+                         stream: str = "fp32", **options) -> GPTConfig:
+    """The model a profile trains with `trunk` (and optional depth, step size, stream and other `GPTConfig`
+    options such as `loss_head` or `pos_chunk`)."""
     prof = get_profile(profile)
     return GPTConfig(vocab_size=prof.vocab_size, seq_len=prof.seq_len, n_layer=n_layer or prof.n_layer,
                      n_head=prof.n_head, d_model=prof.d_model, trunk=trunk,
-                     h=TRUNKS[trunk].h if h is None else h, stream=stream)
+                     h=TRUNKS[trunk].h if h is None else h, stream=stream, **options)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -228,6 +217,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trunk", nargs="+", default=["residual", "reveuler_rev"], choices=list(TRUNKS))
     p.add_argument("--budget-mib", type=float, help="memory budget (default: the profile's on CPU, 90%% of free on CUDA)")
     p.add_argument("--n-layer", type=int)
+    p.add_argument("--loss-head", default="fused", choices=list(LOSS_HEADS), help="loss head (see rev.core.loss)")
+    p.add_argument("--pos-chunk", type=pos_chunk_arg, default="auto",
+                   help="positions per chunk in the recompute: auto (default) | 0 (off) | a number")
+    p.add_argument("--split-heads", action="store_true", help="reversible trunks: backpropagate attention head by head")
     p.add_argument("--device", default="auto")
     p.add_argument("--precision", default="auto")
     p.add_argument("--json", type=Path)
@@ -240,12 +233,16 @@ def run_cli(args: argparse.Namespace) -> int:
     results = {}
     for trunk in args.trunk:
         try:
-            r = find_max_batch(profile_model_config(prof.name, trunk, args.n_layer), budget, args.device, args.precision)
+            cfg = profile_model_config(prof.name, trunk, args.n_layer, loss_head=args.loss_head,
+                                       pos_chunk=args.pos_chunk, split_heads=args.split_heads)
+            r = find_max_batch(cfg, budget, args.device, args.precision)
         except ValueError as e:
             raise SystemExit(f"error: {e}")
-        results[trunk] = r.to_dict()
+        results[trunk] = r.to_dict() | {"config": cfg.to_dict()}
+        line = r.memory_line()
+        per_seq = "" if line is None else f", {line.bytes_per_sequence / 2**20:.2f} MiB per sequence"
         print(f"{trunk}: max batch {r.batch} under {r.budget_bytes / 2**20:.0f} MiB "
-              f"({len(r.probes)} probes)")
+              f"({len(r.probes)} probes{per_seq}; {args.loss_head} head, pos_chunk {cfg.positions_per_chunk})")
     if "residual" in results and len(results) > 1:
         for t, r in results.items():
             if t != "residual":

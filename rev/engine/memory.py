@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -181,3 +182,24 @@ def training_step_memory(model: torch.nn.Module, optimizer: torch.optim.Optimize
     static = tensor_bytes(model.parameters()) + param_bytes + tensor_bytes(state_tensors(None, optimizer))
     model.zero_grad(set_to_none=True)
     return StepMemory(rep.peak_bytes, static, rep.method)
+
+
+@dataclass(frozen=True)
+class MemoryLine:
+    """A training step's peak as a straight line in the batch: `static_bytes + bytes_per_sequence * batch`.
+    Parameters, gradients and Adam state do not depend on the batch; activations grow with it."""
+    static_bytes: float
+    bytes_per_sequence: float
+
+    @classmethod
+    def through(cls, b1: int, peak1: int, b2: int, peak2: int) -> "MemoryLine":
+        """The line through two measured (batch, peak) points."""
+        slope = (peak2 - peak1) / (b2 - b1)
+        return cls(peak1 - slope * b1, slope)
+
+    def max_batch(self, budget_bytes: int) -> int:
+        """Largest batch the line keeps within `budget_bytes` (0 when the static part alone is over)."""
+        if self.bytes_per_sequence <= 0:
+            raise ValueError(f"the peak did not grow with the batch ({self.bytes_per_sequence:.0f} bytes per "
+                             f"sequence): measure at two batches further apart")
+        return max(0, math.floor((budget_bytes - self.static_bytes) / self.bytes_per_sequence))

@@ -1,4 +1,4 @@
-"""Issue 15's pieces of the assignment: run 3b's reliability flag, the max-batch runs' two views, the loss-head
+"""The assignment's later pieces: run 3b's reliability flag, the max-batch runs' two views, the loss-head
 ablation's table and finding, the screening's runner-up, and the cpu profile's max-batch sizing rule."""
 import csv
 import json

@@ -1,4 +1,4 @@
-"""The set-up cell every notebook shares, `python -m rev badges`, the synthetic stand-in corpus (issue 14), and,
+"""The set-up cell every notebook shares, `python -m rev badges`, the synthetic stand-in corpus, and,
 opt-in, one notebook bootstrapping itself in a fresh virtual environment where `rev` is not installed."""
 from __future__ import annotations
 

@@ -398,7 +398,7 @@ def test_findings_give_figures_takeaways_and_summary(tmp_path):
         plt.close(fig)
 
 
-# --- issue 19: the paper's protocol (data, seeds, verdicts) and the potentials along SGD paths ----------------
+# --- the paper's protocol (data, seeds, verdicts) and the potentials along SGD paths ----------------
 
 def test_paper_batch_matches_the_papers_description():
     # tokens drawn from {4..V-1}; 5% of the targets replaced by a uniform draw from {4..V-1}

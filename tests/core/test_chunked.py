@@ -1,4 +1,4 @@
-"""Position-chunked MLP (issue 20): evaluating and backpropagating the position-wise block component over chunks
+"""Position-chunked MLP: evaluating and backpropagating the position-wise block component over chunks
 of positions changes the memory, not the gradients."""
 import pytest
 import torch
@@ -7,8 +7,7 @@ import torch.nn.functional as F
 from rev import GPT, GPTConfig, reconstruction_error
 from rev.core.model import auto_pos_chunk
 from rev.core.reversible import _LayerTape, position_chunks
-from rev.engine.bench import make_training_step
-from rev.engine.memory import training_step_memory
+from rev.engine.maxbatch import measure_memory_line
 
 V, T = 64, 16
 
@@ -106,12 +105,7 @@ def _bytes_per_sequence(trunk: str, pos_chunk: int, split_heads: bool = False, b
     """Slope of the training step's measured peak between two batches (activations dominate at both)."""
     cfg = GPTConfig(vocab_size=64, seq_len=256, n_layer=2, n_head=2, d_model=64, trunk=trunk, pos_chunk=pos_chunk,
                     split_heads=split_heads)
-    peaks = []
-    for b in (b1, b2):
-        model, opt, step = make_training_step(cfg, b, torch.device("cpu"), None)
-        step()
-        peaks.append(training_step_memory(model, opt, step).peak_bytes)
-    return (peaks[1] - peaks[0]) / (b2 - b1)
+    return measure_memory_line(cfg, b1, b2, device="cpu").bytes_per_sequence
 
 
 @pytest.mark.parametrize("trunk, split_heads", [("reveuler_rev", True), ("residual_ckpt", False)])
