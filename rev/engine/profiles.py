@@ -144,16 +144,21 @@ CHAPTER_SIZES: dict[str, dict[str, dict]] = {
         "full": dict(steps=20, n_stories=1000, lr=2e-3, pretrain_fraction=0.1),
     },
     # notebook 09b -> lowrank.LowRankSizes: state m x m (m = the maximum rank), side x side images read one pixel
-    # a step, paired seeds, the controller's starting rank, initial spacings, probe rounds (enough to reach m from
-    # rank0), held-out calibration seeds and directions per enrichment. Small on CPU: every gradient walks the
-    # sequence step by step through the reverse map.
+    # a step by a `layers`-layer Neural ODE, paired seeds, the controller's starting rank, initial spacings, probe
+    # rounds before training (enough to reach m from rank0), held-out calibration seeds, directions per
+    # enrichment, and the training each arm gets. Small on CPU: every gradient walks the sequence step by step
+    # through the reverse map.
     "lowrank": {
-        "smoke": dict(m=6, batch=4, side=3, seeds=2, rank0=2, spacings=(4,), rounds=4, calib_seeds=1, rank_step=1),
-        "cpu": dict(m=8, batch=8, side=4, seeds=8, rank0=2, spacings=(8,), rounds=6, calib_seeds=3, rank_step=1),
+        "smoke": dict(m=6, batch=4, side=3, seeds=2, rank0=2, spacings=(4,), rounds=4, calib_seeds=1, rank_step=1,
+                      layers=3, train_steps=4, lr=3e-2, probe_every=2, fidelity_every=2, test_size=64),
+        "cpu": dict(m=8, batch=8, side=4, seeds=8, rank0=2, spacings=(8,), rounds=6, calib_seeds=3, rank_step=1,
+                    layers=6, train_steps=24, lr=3e-2, probe_every=4, fidelity_every=6, test_size=256),
         "t4": dict(m=32, batch=16, side=8, seeds=8, rank0=5, spacings=(4, 8, 16), rounds=8, calib_seeds=3,
-                   rank_step=4),
+                   rank_step=4, layers=6, train_steps=150, lr=1e-2, probe_every=10, fidelity_every=25,
+                   test_size=512),
         "full": dict(m=32, batch=16, side=8, seeds=8, rank0=5, spacings=(4, 8, 16), rounds=8, calib_seeds=3,
-                     rank_step=4),
+                     rank_step=4, layers=6, train_steps=300, lr=1e-2, probe_every=10, fidelity_every=25,
+                     test_size=512),
     },
     # notebook 09 -> adaptive.ChapterSizes: deeper and narrower than the profile's model (the defect is a matter
     # of depth), pretraining and fine-tuning budgets, hook cadence, and the expansion gains scanned for the stress

@@ -2,6 +2,7 @@
 controller's rules, the reversal backward and measured memory."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -125,7 +126,8 @@ def test_probe_is_not_swamped_by_the_tiny_initial_state():
     assert full < 1e-5 < low < 2.0  # the first steps' h |R| / alpha would be far above 1
 
 
-_SMALL = L.LowRankSizes(m=4, batch=4, side=2, seeds=2, rank0=1, spacings=(2,), rounds=4, calib_seeds=1, rank_step=1)
+_SMALL = L.LowRankSizes(m=4, batch=4, side=2, seeds=2, rank0=1, spacings=(2,), rounds=4, calib_seeds=1, rank_step=1,
+                        layers=2, train_steps=4, probe_every=2, fidelity_every=2, test_size=32)
 
 
 def test_calibration_uses_held_out_seeds_only():
@@ -140,16 +142,51 @@ def test_compare_pairs_both_arms_with_one_fixed_rank_and_measured_peaks():
     table = L.compare(_SMALL, 2, th)
     assert sorted(table.arm.unique()) == ["controller", "fixed"] and len(table) == 2 * _SMALL.seeds
     assert table[table.arm == "fixed"]["rank"].nunique() == 1 and (table.peak_bytes > 0).all()
+    assert table.accuracy.between(0, 1).all() and (table.loss_var >= 0).all() and table.grad_cos.notna().all()
+    assert all(len(log) == _SMALL.train_steps for log in table.attrs["logs"].values())
+    v = L.verdict_table({"C = 2": table})
+    assert list(v.index) == ["C = 2"] and v.loc["C = 2", "seeds"] == _SMALL.seeds
+
+
+def test_layered_model_reversal_gradient_is_the_dense_one_at_full_rank():
+    """Six layers, each over its share of the steps: the gradient through the reverse map reaches every layer's
+    A and C, and at full rank equals the dense model's."""
+    model = L.MatrixODE(4, 0, layers=6)
+    x, y = L.make_digits(4, 0, side=3)
+    assert L.gradient_fidelity(model, x, y, 4, 3, math.inf)["grad_rel_err"] < 1e-3
+    ref = model.dense_gradients(x, y, 4)[:model.A.numel()].view_as(model.A)
+    assert (ref.flatten(1).norm(dim=1) > 0).all()  # every layer is used
+
+
+def test_training_pairs_arms_and_the_peak_is_the_largest_layout_used():
+    peaks = {}
+
+    def peak(rank, spacing, tau_grad):
+        peaks[rank, spacing] = 100 * rank + spacing
+        return peaks[rank, spacing]
+
+    longer = dataclasses.replace(_SMALL, train_steps=16, lr=3e-2)
+    a, b = (L.train_arm(longer, 0, 3, 2, math.inf, peak) for _ in range(2))
+    loss = [r["loss"] for r in a["log"]]
+    assert loss == [r["loss"] for r in b["log"]]  # same weights, same minibatches
+    assert np.mean(loss[-4:]) < np.mean(loss[:4])  # it trains
+    ctl = L.RankController(tau_warn=math.inf, tau_safe=0.0, tau_rank=0.0, tau_svd=0.0, tau_grad=math.inf,
+                           spacing=2, rank=1, max_rank=4, rank_step=1, rule="corrected")
+    run = L.train_arm(_SMALL, 0, 1, 2, math.inf, peak, ctl)  # tau_rank 0: enrich at every probe
+    ranks = [r["rank"] for r in run["log"]]
+    assert ranks == sorted(ranks) and ranks[-1] == 4 and run["summary"]["peak_bytes"] == max(peaks.values())
 
 
 def test_verdict_counts_roundoff_differences_as_ties():
     import pandas as pd
 
     rows = [{"seed": s, "arm": a, "rank": 3, "kept": 2, "reloads": 0, "peak_bytes": 100, "grad_cos": 0.9,
-             "grad_rel_err": 0.1 * (1 + 1e-6 * (a == "controller") * (-1) ** s), "rank_specified": 3}
+             "grad_rel_err": 0.1 * (1 + 1e-6 * (a == "controller") * (-1) ** s), "rank_specified": 3,
+             "rank_start": 3, "final_loss": 1.0, "loss_var": 0.1, "accuracy": 0.5 + 0.25 * (a == "controller")}
             for s in range(4) for a in ("controller", "fixed")]
     v = L.verdict(pd.DataFrame(rows))
-    assert (v["wins"], v["losses"]) == (0, 0)
+    assert (v["wins"], v["losses"]) == (0, 0) and (v["var_wins"], v["var_losses"]) == (0, 0)
+    assert (v["acc_wins"], v["acc_losses"], v["acc_p"]) == (4, 0, 2 / 16)  # higher accuracy is a win
 
 
 def test_rebuilt_states_drift_most_at_the_small_start_and_the_local_check_misses_it():

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field as dc_field
 import torch
 from torch import Tensor
 
-from .splitting import LowRank, _rel, _t, defect, enrich, field, ksl_step, reverse_step, rho
+from .splitting import LowRank, _rel, _t, at_step, defect, enrich, field, ksl_step, reverse_step, rho
 
 
 @dataclass
@@ -80,13 +80,14 @@ def kept_steps(n_steps: int, spacing: int) -> list[int]:
 
 def forward_keep(st: LowRank, seq: Tensor, A: Tensor, C: Tensor, h: float, spacing: int
                  ) -> tuple[LowRank, dict[int, LowRank]]:
-    """Run the sequence (seq: (B, T)) without a graph; keep the input state of every `spacing`-th step."""
-    kept = {}
+    """Run the sequence (seq: (B, T)) without a graph; keep the input state of every `spacing`-th step.
+    A and C are one layer's (m x m) or stacked by layer (see `splitting.at_step`)."""
+    kept, T = {}, seq.shape[1]
     with torch.no_grad():
-        for t in range(seq.shape[1]):
+        for t in range(T):
             if t % spacing == 0:
                 kept[t] = st
-            st = ksl_step(st, seq[:, t], A, C, h)
+            st = ksl_step(st, seq[:, t], at_step(A, t, T), at_step(C, t, T), h)
     return st, kept
 
 
@@ -109,24 +110,24 @@ def reversal_gradients(st0: LowRank, seq: Tensor, A: Tensor, C: Tensor, h: float
     dA, dC = torch.zeros_like(A), torch.zeros_like(C)
     above, reloads, worst = final, 0, 0.0
     for t in range(T - 1, -1, -1):
-        p = seq[:, t]
+        p, At, Ct = seq[:, t], at_step(A, t, T), at_step(C, t, T)
         with torch.no_grad():
             if t in kept:
                 cur = kept[t]
             else:
-                cur = reverse_step(above, p, A, C, h)
-                local = float(_rel(ksl_step(cur, p, A, C, h).dense(), above.dense()).max())
+                cur = reverse_step(above, p, At, Ct, h)
+                local = float(_rel(ksl_step(cur, p, At, Ct, h).dense(), above.dense()).max())
                 worst = max(worst, local)
                 if local > tau_grad:  # reload: recompute from the checkpoint below instead of trusting the reverse
                     base = t - t % spacing
                     cur = kept[base]
                     for s in range(base, t):
-                        cur = ksl_step(cur, seq[:, s], A, C, h)
+                        cur = ksl_step(cur, seq[:, s], at_step(A, s, T), at_step(C, s, T), h)
                     reloads += 1
         with torch.enable_grad():
             Xi, Si, Vi = (u.detach().requires_grad_() for u in cur)
             Ad, Cd = A.detach().requires_grad_(), C.detach().requires_grad_()
-            out = ksl_step(LowRank(Xi, Si, Vi), p, Ad, Cd, h)
+            out = ksl_step(LowRank(Xi, Si, Vi), p, at_step(Ad, t, T), at_step(Cd, t, T), h)
             Qx, Qv = _gauge(out, above)
             outs = (out.X @ Qx, _t(Qx) @ out.S @ Qv, out.V @ Qv)
             gX, gS, gV, a, c = torch.autograd.grad(outs, (Xi, Si, Vi, Ad, Cd), (gX, gS, gV))

@@ -2,9 +2,10 @@
 pixel at a time (fixed permutation), its gradients through the reverse map, their memory and their fidelity.
 
 The images are made here (offline, seeded): ten smooth random class templates, each sample a scaled template
-plus noise (8x8, average-pooled to `side` x `side` to keep the sequence short on a CPU). The model:
-F_0 = alpha X0 V0^T (rank r), then one projector-splitting step of `dF/dt = A F + p_t C` per pixel p_t, and a
-linear read-out of F_T. Gradients come from `reversal_gradients` (states rebuilt by the reverse map); the dense
+plus noise (8x8, average-pooled to `side` x `side` to keep the sequence short on a CPU). The model, a
+`layers`-layer low-rank Neural ODE: F_0 = alpha X0 V0^T (rank r), then one projector-splitting step of
+`dF/dt = A_l F + p_t C_l` per pixel p_t, layer l integrating its equal share of the steps, and a linear read-out
+of F_T. Gradients come from `reversal_gradients` (states rebuilt by the reverse map); the dense
 reference is the same model integrated densely under ordinary autograd.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 from ...engine import profiles
 from ...engine.memory import peak_memory
 from .controller import forward_keep, reversal_gradients
-from .splitting import _rel, dense_step, defect, initial_state, ksl_step, reverse_step, rho
+from .splitting import _rel, at_step, dense_step, defect, initial_state, ksl_step, reverse_step, rho
 
 SIDE, CLASSES = 8, 10
 
@@ -37,10 +38,21 @@ class LowRankSizes:
     rounds: int          # controller probe rounds before its rank and spacing are read off
     calib_seeds: int     # held-out seeds (never the test seeds) the thresholds are calibrated on
     rank_step: int       # directions added per enrichment
+    layers: int = 6      # layers of the Neural ODE, each with its own A and C over an equal span of the steps
+    train_steps: int = 24  # optimizer steps each arm trains for
+    lr: float = 1e-2
+    probe_every: int = 4   # the controller probes (delta, rho) and decides every this many steps
+    fidelity_every: int = 6  # steps between gradient checks against the dense reference
+    test_size: int = 256   # held-out samples the accuracy is measured on
 
 
 def sizes(profile: str) -> LowRankSizes:
     return LowRankSizes(**profiles.chapter_sizes("lowrank", profile))
+
+
+def new_model(sz: LowRankSizes, seed: int) -> MatrixODE:
+    """The chapter's classifier for `seed` at sizes `sz`."""
+    return MatrixODE(sz.m, seed, layers=sz.layers)
 
 
 def make_digits(n: int, seed: int, side: int = SIDE, noise: float = 0.6) -> tuple[Tensor, Tensor]:
@@ -60,17 +72,18 @@ def make_digits(n: int, seed: int, side: int = SIDE, noise: float = 0.6) -> tupl
 
 
 class MatrixODE(nn.Module):
-    """Parameters of the classifier: A (m x m), C (m x n) and a linear read-out of F_T."""
+    """Parameters of the classifier: per layer A_l (m x m) and C_l (m x n), stacked (L, m, m), and a linear
+    read-out of F_T."""
 
-    def __init__(self, m: int, seed: int, h: float = 0.125, alpha: float = 1e-2):
+    def __init__(self, m: int, seed: int, h: float = 0.125, alpha: float = 1e-2, layers: int = 1):
         super().__init__()
         g = torch.Generator().manual_seed(seed)
         self.m, self.alpha = m, alpha
         self.h = h
         # dissipative on average (-0.5 I): the forward flow contracts, so the reverse map amplifies rounding --
         # what makes checkpoint spacing matter at all
-        self.A = nn.Parameter(-0.5 * torch.eye(m) + torch.randn(m, m, generator=g) / math.sqrt(m))
-        self.C = nn.Parameter(torch.randn(m, m, generator=g) / math.sqrt(m))
+        self.A = nn.Parameter(-0.5 * torch.eye(m) + torch.randn(layers, m, m, generator=g) / math.sqrt(m))
+        self.C = nn.Parameter(torch.randn(layers, m, m, generator=g) / math.sqrt(m))
         self.head = nn.Linear(m * m, CLASSES)
         nn.init.normal_(self.head.weight, std=0.02, generator=g)
         nn.init.zeros_(self.head.bias)
@@ -78,11 +91,15 @@ class MatrixODE(nn.Module):
     def loss_fn(self, y: Tensor):
         return lambda F: Fn.cross_entropy(self.head(F.flatten(1)), y)
 
+    def at(self, t: int, n_steps: int) -> tuple[Tensor, Tensor]:
+        """(A, C) of the layer step t belongs to."""
+        return at_step(self.A, t, n_steps), at_step(self.C, t, n_steps)
+
     def dense_gradients(self, x: Tensor, y: Tensor, rank: int) -> Tensor:
         """Flat gradient of the dense model (same F_0, dense exact flow, ordinary autograd): the reference."""
         F = initial_state(x.shape[0], self.m, self.m, rank, self.alpha).dense()
         for t in range(x.shape[1]):
-            F = dense_step(F, x[:, t], self.A, self.C, self.h)
+            F = dense_step(F, x[:, t], *self.at(t, x.shape[1]), self.h)
         grads = torch.autograd.grad(self.loss_fn(y)(F), [self.A, self.C, *self.head.parameters()])
         return torch.cat([g.flatten() for g in grads])
 
@@ -92,11 +109,18 @@ class MatrixODE(nn.Module):
         The median, not the largest: delta is relative to |F|, and F_0 = alpha X0 V0^T is tiny, so the first steps'
         defects are huge (h |R| / alpha) at every rank short of full -- a maximum would always say "enrich"."""
         with torch.no_grad():
-            st, deltas = initial_state(x.shape[0], self.m, self.m, rank, self.alpha), []
-            for t in range(x.shape[1]):
-                deltas.append(float(defect(st, x[:, t], self.A, self.C, self.h).mean()))
-                st = ksl_step(st, x[:, t], self.A, self.C, self.h)
+            st, deltas, T = initial_state(x.shape[0], self.m, self.m, rank, self.alpha), [], x.shape[1]
+            for t in range(T):
+                deltas.append(float(defect(st, x[:, t], *self.at(t, T), self.h).mean()))
+                st = ksl_step(st, x[:, t], *self.at(t, T), self.h)
             return float(np.median(deltas)), float(rho(st).median())
+
+    def accuracy(self, x: Tensor, y: Tensor, rank: int) -> float:
+        """Fraction of `x` classified right, integrating at `rank` (no graph)."""
+        with torch.no_grad():
+            final, _ = forward_keep(initial_state(x.shape[0], self.m, self.m, rank, self.alpha), x, self.A, self.C,
+                                    self.h, x.shape[1])
+            return float((self.head(final.dense().flatten(1)).argmax(1) == y).float().mean())
 
 
 def step_peak_bytes(model: MatrixODE, x: Tensor, y: Tensor, rank: int, spacing: int, tau_grad: float) -> int:
@@ -128,6 +152,6 @@ def rebuild_drift(model: MatrixODE, x: Tensor, rank: int) -> list[float]:
         cur, kept = forward_keep(st0, x, model.A, model.C, model.h, 1)
         drift = []
         for t in range(x.shape[1] - 1, -1, -1):
-            cur = reverse_step(cur, x[:, t], model.A, model.C, model.h)
+            cur = reverse_step(cur, x[:, t], *model.at(t, x.shape[1]), model.h)
             drift.append(float(_rel(cur.dense(), kept[t].dense()).max()))
     return drift[::-1]

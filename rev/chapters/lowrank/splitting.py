@@ -55,6 +55,13 @@ def affine_flow(M: Tensor, Y: Tensor, b: Tensor, h: float) -> Tensor:
     return E[..., :k, :k] @ Y + E[..., :k, k:] @ b
 
 
+def at_step(P: Tensor, t: int, n_steps: int) -> Tensor:
+    """The parameter step `t` of `n_steps` uses: P itself (m x m, one layer), or, for P stacked by layer
+    (L x m x m), the layer whose equal share of the steps holds t -- a depth-L network whose layers each
+    integrate a span of the sequence."""
+    return P if P.dim() == 2 else P[t * P.shape[0] // n_steps]
+
+
 def field(F: Tensor, p: Tensor, A: Tensor, C: Tensor) -> Tensor:
     """G(F) = A F + p C, batched over F's first dimension (p: (B,))."""
     return A @ F + p[:, None, None] * C
