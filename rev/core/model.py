@@ -116,11 +116,13 @@ MIN_POS_CHUNK = 64
 
 def auto_pos_chunk(seq_len: int) -> int:
     """The default MLP chunk, from a memory target: the MLP's four hidden tensors alive in a chunk's backward
-    (c x 4d each: the first linear's output, the GELU's, and their gradients) should hold no more than one
-    stream state (T x d), so c <= T / 16; but at least `MIN_POS_CHUNK` positions, so each chunk's matmuls keep
-    enough rows to run at full speed and the per-chunk overhead stays small. 0 (off) when that is the whole
-    sequence."""
-    c = max(MIN_POS_CHUNK, seq_len // 16)
+    (c x 4d each: the first linear's output, the GELU's, and their gradients) should hold no more than the four
+    (T x d) tensors the whole attention holds in its own backward anyway (queries, keys, values, output), so
+    c <= T / 4. Smaller chunks lower nothing while attention is evaluated whole and cost speed (`python -m rev
+    bench --pos-chunks 0 64 128 --per-sequence` at the assignment geometry, T=512: 11.3 MiB per sequence with
+    chunks of 64 or 128, at 0.90x and 0.995x the unchunked speed). At least `MIN_POS_CHUNK` positions, so each
+    chunk's matmuls keep enough rows; 0 (off) when that is the whole sequence."""
+    c = max(MIN_POS_CHUNK, seq_len // 4)
     return c if c < seq_len else 0
 
 
