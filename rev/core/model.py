@@ -62,7 +62,7 @@ class GPTConfig:
     loss_chunk: int = 1024          # rows of logits materialised at once by the loss
     loss_head: str = "fused"        # "fused" | "chunked" (checkpointed chunks) | "plain" (see rev.core.loss)
     # positions per chunk for the MLP in the reversible backward and residual_ckpt's recompute (see Block):
-    # "auto" picks `auto_pos_chunk(seq_len)`, 0 or None evaluates the whole sequence at once
+    # "auto" picks `auto_pos_chunk(seq_len, split_heads)`, 0 or None evaluates the whole sequence at once
     pos_chunk: int | str | None = "auto"
     # reversible trunks: attention evaluated and backpropagated head by head too (about 3 fewer (T x d) tensors
     # per sequence; off by default because its CPU speed was erratic at small batches: `python -m rev bench
@@ -103,7 +103,9 @@ class GPTConfig:
     @property
     def positions_per_chunk(self) -> int:
         """`pos_chunk` resolved: the chunk size in positions, 0 for off."""
-        return auto_pos_chunk(self.seq_len) if self.pos_chunk == "auto" else int(self.pos_chunk or 0)
+        if self.pos_chunk == "auto":
+            return auto_pos_chunk(self.seq_len, self.split_heads)
+        return int(self.pos_chunk or 0)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -114,15 +116,16 @@ class GPTConfig:
 MIN_POS_CHUNK = 64
 
 
-def auto_pos_chunk(seq_len: int) -> int:
+def auto_pos_chunk(seq_len: int, split_heads: bool = False) -> int:
     """The default MLP chunk, from a memory target: the MLP's four hidden tensors alive in a chunk's backward
-    (c x 4d each: the first linear's output, the GELU's, and their gradients) should hold no more than the four
-    (T x d) tensors the whole attention holds in its own backward anyway (queries, keys, values, output), so
-    c <= T / 4. Smaller chunks lower nothing while attention is evaluated whole and cost speed (`python -m rev
-    bench --pos-chunks 0 64 128 --per-sequence` at the assignment geometry, T=512: 11.3 MiB per sequence with
-    chunks of 64 or 128, at 0.90x and 0.995x the unchunked speed). At least `MIN_POS_CHUNK` positions, so each
-    chunk's matmuls keep enough rows; 0 (off) when that is the whole sequence."""
-    c = max(MIN_POS_CHUNK, seq_len // 4)
+    (c x 4d each: the first linear's output, the GELU's, and their gradients) should hold no more than what the
+    attention holds in its own backward anyway. Evaluated whole, that is four (T x d) tensors (queries, keys,
+    values, output), so c <= T / 4: smaller chunks lower nothing and cost speed (`python -m rev bench
+    --pos-chunks 0 64 128 --split-heads --per-sequence` at the assignment geometry, T=512: 11.3 MiB per sequence
+    with chunks of 64 or 128, at 0.90x and 0.995x the unchunked speed). Head by head (`split_heads`) it is
+    about one (T x d) tensor, so c <= T / 16 (there: 7.9 MiB per sequence at 64, 8.1 at 128). At least
+    `MIN_POS_CHUNK` positions, so each chunk's matmuls keep enough rows; 0 (off) when that is the whole sequence."""
+    c = max(MIN_POS_CHUNK, seq_len // (16 if split_heads else 4))
     return c if c < seq_len else 0
 
 

@@ -94,7 +94,8 @@ def test_chunks_cover_each_position_once():
 
 def test_auto_chunk_rule_and_config():
     assert auto_pos_chunk(512) == 128 and auto_pos_chunk(256) == 64 and auto_pos_chunk(64) == 0
-    assert GPTConfig().positions_per_chunk == 128
+    assert GPTConfig().positions_per_chunk == 128 and GPTConfig(split_heads=True).positions_per_chunk == 64
+    assert auto_pos_chunk(4096, split_heads=True) == 256
     assert GPTConfig(pos_chunk=None).positions_per_chunk == 0 == GPTConfig(pos_chunk=0).positions_per_chunk
     assert GPT(GPTConfig(trunk="residual", n_layer=1)).trunk.blocks[0].pos_chunk == 0  # the baseline stays
     with pytest.raises(ValueError, match="pos_chunk"):
