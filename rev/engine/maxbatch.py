@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .bench import make_training_step
+from .bench import make_training_step, run_label
 from .device import amp_dtype, pick_device
 from .memory import MemoryLine, training_step_memory
 from ..core.loss import LOSS_HEADS
@@ -242,7 +242,7 @@ def run_cli(args: argparse.Namespace) -> int:
         line = r.memory_line()
         per_seq = "" if line is None else f", {line.bytes_per_sequence / 2**20:.2f} MiB per sequence"
         print(f"{trunk}: max batch {r.batch} under {r.budget_bytes / 2**20:.0f} MiB "
-              f"({len(r.probes)} probes{per_seq}; {args.loss_head} head, pos_chunk {cfg.positions_per_chunk})")
+              f"({len(r.probes)} probes{per_seq}; {args.loss_head} head, pos_chunk {run_label(cfg)['pos_chunk']})")
     if "residual" in results and len(results) > 1:
         for t, r in results.items():
             if t != "residual":

@@ -148,6 +148,14 @@ def test_compare_pairs_both_arms_with_one_fixed_rank_and_measured_peaks():
     assert list(v.columns) == ["C = 2"] and v.loc["seeds", "C = 2"] == _SMALL.seeds
 
 
+def test_ranks_stay_under_max_rank_of_a_wider_state():
+    capped = dataclasses.replace(_SMALL, m=5, max_rank=2, train_steps=2, rounds=6)
+    th, cal = L.calibrate(capped, 2)
+    assert cal["rank"].max() == 2
+    table = L.compare(capped, 2, {**th, "tau_rank": 0.0}, cache={})  # tau_rank 0: always wants more rank
+    assert table["rank"].max() == 2 and (table[table.arm == "controller"].final_rank == 2).all()
+
+
 def test_layered_model_reversal_gradient_is_the_dense_one_at_full_rank():
     """Six layers, each over its share of the steps: the gradient through the reverse map reaches every layer's
     A and C, and at full rank equals the dense model's."""

@@ -41,7 +41,7 @@ def paired_sign_flip(diffs) -> float:
 
 
 def _ranks(sz: LowRankSizes) -> list[int]:
-    return sorted(set(range(sz.rank0, sz.m + 1, sz.rank_step)) | {sz.m})
+    return sorted(set(range(sz.rank0, sz.rank_cap + 1, sz.rank_step)) | {sz.rank_cap})
 
 
 def calibrate(sz: LowRankSizes, spacing: int, cos_target: float = 0.99) -> tuple[dict, pd.DataFrame]:
@@ -64,7 +64,7 @@ def calibrate(sz: LowRankSizes, spacing: int, cos_target: float = 0.99) -> tuple
 
 
 def _controller(sz: LowRankSizes, th: dict, spacing0: int, T: int, rule: str) -> RankController:
-    return RankController(**th, spacing=spacing0, rank=sz.rank0, max_rank=sz.m, rank_step=sz.rank_step,
+    return RankController(**th, spacing=spacing0, rank=sz.rank0, max_rank=sz.rank_cap, rank_step=sz.rank_step,
                           max_spacing=T, rule=rule)
 
 
@@ -99,7 +99,7 @@ def compare(sz: LowRankSizes, spacing0: int, th: dict, rule: str = "corrected", 
         logs[seed, "controller"] = run["log"]
         ctl_peaks.append(run["summary"]["peak_bytes"])
     budget = float(np.mean(ctl_peaks))
-    lo, hi = 1, sz.m  # peak grows with the rank: bisect for the first rank past the budget, keep the closer
+    lo, hi = 1, sz.rank_cap  # peak grows with the rank: bisect for the first rank past the budget, keep the closer
     while lo < hi:
         mid = (lo + hi) // 2
         lo, hi = (mid + 1, hi) if peak(mid, spacing0, math.inf) <= budget else (lo, mid)
@@ -246,4 +246,4 @@ def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dic
         f"* Published: {PUBLISHED}.",
         f"* Training both comparisons, every arm and seed, took {seconds:.0f} s here. Where the state is small the "
         f"memory the controller spends buys the fixed arm (nearly) full rank; the t4 profile runs the same code at "
-        f"rank up to {big.m} on {big.side ** 2}-step sequences, spacings {', '.join(map(str, big.spacings))}."])
+        f"rank up to {big.rank_cap} (of a {big.m} x {big.m} state) on {big.side ** 2}-step sequences, spacings {', '.join(map(str, big.spacings))}."])

@@ -29,7 +29,7 @@ SIDE, CLASSES = 8, 10
 @dataclass(frozen=True)
 class LowRankSizes:
     """Notebook 09b's sizes for one profile (from `rev.engine.profiles.CHAPTER_SIZES["lowrank"]`)."""
-    m: int               # state rows = columns; the maximum rank
+    m: int               # state rows = columns
     batch: int
     side: int            # images are side x side pixels: a sequence of side**2 steps
     seeds: int           # paired seeds
@@ -44,6 +44,11 @@ class LowRankSizes:
     probe_every: int = 4   # the controller probes (delta, rho) and decides every this many steps
     fidelity_every: int = 6  # steps between gradient checks against the dense reference
     test_size: int = 256   # held-out samples the accuracy is measured on
+    max_rank: int = 0      # the largest rank an arm may use (0: m, full rank)
+
+    @property
+    def rank_cap(self) -> int:
+        return self.max_rank or self.m
 
 
 def sizes(profile: str) -> LowRankSizes:
