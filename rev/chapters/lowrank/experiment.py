@@ -141,10 +141,15 @@ def gradient_fidelity(model: MatrixODE, x: Tensor, y: Tensor, rank: int, spacing
     st0 = initial_state(x.shape[0], model.m, model.m, rank, model.alpha)
     out = reversal_gradients(st0, x, model.A, model.C, model.h, spacing, tau_grad, model.loss_fn(y),
                              list(model.head.parameters()))
-    got = torch.cat([t.flatten() for t in [out["dA"], out["dC"], *out["d_head"]]]).double()
-    ref = model.dense_gradients(x, y, rank).double()
+    got = torch.cat([t.flatten() for t in [out["dA"], out["dC"], *out["d_head"]]])
     return {"kept": out["kept"], "reloads": out["reloads"], "local_defect": out["local_defect"],
-            "grad_cos": float(got @ ref / (got.norm() * ref.norm() + 1e-300)),
+            **agreement(got, model.dense_gradients(x, y, rank))}
+
+
+def agreement(got: Tensor, ref: Tensor) -> dict:
+    """Cosine and relative norm error of a flat gradient against the dense reference (in float64)."""
+    got, ref = got.double(), ref.double()
+    return {"grad_cos": float(got @ ref / (got.norm() * ref.norm() + 1e-300)),
             "grad_rel_err": float((got - ref).norm() / (ref.norm() + 1e-300))}
 
 

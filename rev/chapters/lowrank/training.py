@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ...engine.optim import adamw
 from .controller import RankController, reversal_gradients
-from .experiment import LowRankSizes, make_digits, new_model
+from .experiment import LowRankSizes, agreement, make_digits, new_model
 from .splitting import initial_state
 
 TEST_OFFSET = 5000  # test samples come from seeds far from every training and calibration seed
@@ -27,12 +27,6 @@ def seed_data(sz: LowRankSizes, seed: int) -> tuple[list[tuple[Tensor, Tensor]],
     x, y = make_digits(sz.train_steps * sz.batch, seed, sz.side)
     batches = list(zip(x.split(sz.batch), y.split(sz.batch)))
     return batches, make_digits(sz.test_size, TEST_OFFSET + seed, sz.side)
-
-
-def _cosine_and_error(got: Tensor, ref: Tensor) -> tuple[float, float]:
-    got, ref = got.double(), ref.double()
-    return (float(got @ ref / (got.norm() * ref.norm() + 1e-300)),
-            float((got - ref).norm() / (ref.norm() + 1e-300)))
 
 
 def train_arm(sz: LowRankSizes, seed: int, rank: int, spacing: int, tau_grad: float,
@@ -61,8 +55,7 @@ def train_arm(sz: LowRankSizes, seed: int, rank: int, spacing: int, tau_grad: fl
         row = {"step": step, "loss": out["loss"], "rank": rank, "spacing": spacing, "kept": out["kept"],
                "reloads": out["reloads"], "peak_bytes": peak(rank, spacing, tau_grad)}
         if step % sz.fidelity_every == 0 or step == len(batches) - 1:
-            ref = model.dense_gradients(x, y, rank)
-            row["grad_cos"], row["grad_rel_err"] = _cosine_and_error(torch.cat([g.flatten() for g in grads]), ref)
+            row |= agreement(torch.cat([g.flatten() for g in grads]), model.dense_gradients(x, y, rank))
             row["defect"] = model.probe(x, rank)[0]
         log.append(row)
         for p, g in zip(params, grads):
