@@ -2,7 +2,8 @@
 memory, over paired seeds, with an exact paired test, the figure, the table and the computed takeaways.
 
 * `calibrate` picks the thresholds on held-out seeds (`CALIB_OFFSET + i`, never a test seed): tau_rank is the
-  median defect at the smallest rank whose gradient reaches cosine `cos_target` against the dense reference;
+  median defect at the smallest rank whose gradient reaches cosine `cos_target` against the dense reference
+  (the largest rank allowed, where none does);
   the spacing rules react only to defects far from it (tau_warn = 4 tau_rank, tau_safe = tau_rank / 4); tau_grad
   is ten times the largest local reversal error seen (so a reload means a state worse than any healthy one).
 * `compare`: per test seed both arms train from the same weights on the same minibatches (`training.train_arm`).
@@ -57,7 +58,9 @@ def calibrate(sz: LowRankSizes, spacing: int, cos_target: float = 0.99) -> tuple
             rows.append({"seed": seed, "rank": r, "delta": delta, "rho": rh, "grad_cos": fid["grad_cos"],
                          "local_defect": fid["local_defect"]})
     cal = pd.DataFrame(rows)
-    good = cal[cal.grad_cos >= cos_target].sort_values("rank").groupby("seed").first()
+    # per seed: the smallest rank whose gradient is good enough, or the largest rank allowed when none is (then
+    # the controller is told to enrich up to the cap)
+    good = cal[(cal.grad_cos >= cos_target) | (cal["rank"] == sz.rank_cap)].sort_values("rank").groupby("seed").first()
     tau_rank = float(good.delta.median())
     return dict(tau_warn=4 * tau_rank, tau_safe=tau_rank / 4, tau_rank=tau_rank, tau_svd=TAU_SVD,
                 tau_grad=10 * float(cal.local_defect.max())), cal
