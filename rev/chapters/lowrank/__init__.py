@@ -9,8 +9,8 @@ projector splitting, rank enrichment, and a controller compared with fixed rank 
                 paired seeds, figure, takeaways;
 * `exercises`   the checks of exercises 09b.1 and 09b.2.
 """
-from .compare import (CALIB_OFFSET, PUBLISHED, TAU_SVD, calibrate, comparison_figure, compare, paired_sign_flip,
-                      summary_table, takeaways, verdict, verdict_table)
+from .compare import (CALIB_OFFSET, COS_SLACK, PUBLISHED, TAU_SVD, calibrate, comparison_figure, compare,
+                      paired_sign_flip, summary_table, takeaways, verdict, verdict_table)
 from .controller import RankController, enrichment_trace, forward_keep, kept_steps, reversal_gradients
 from .exercises import check_projection, check_reverse_order
 from .experiment import (LowRankSizes, MatrixODE, gradient_fidelity, make_digits, new_model, rebuild_drift, sizes,
@@ -20,7 +20,7 @@ from .splitting import (LowRank, affine_flow, defect, dense_step, enrich, field,
                         tangent_residual)
 from .training import seed_data, train_arm
 
-__all__ = ["CALIB_OFFSET", "PUBLISHED", "TAU_SVD", "calibrate", "comparison_figure", "compare", "paired_sign_flip",
+__all__ = ["CALIB_OFFSET", "COS_SLACK", "PUBLISHED", "TAU_SVD", "calibrate", "comparison_figure", "compare", "paired_sign_flip",
            "summary_table", "takeaways", "verdict", "verdict_table", "RankController", "enrichment_trace", "forward_keep",
            "kept_steps", "reversal_gradients", "check_projection", "check_reverse_order", "LowRankSizes",
            "MatrixODE", "gradient_fidelity", "make_digits", "new_model", "rebuild_drift", "sizes", "step_peak_bytes", "LowRank", "affine_flow",
