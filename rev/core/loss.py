@@ -24,7 +24,6 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 IGNORE_INDEX = -100
-LOSS_HEADS = ("fused", "chunked", "plain")
 
 
 def _logits(h: Tensor, weight: Tensor) -> Tensor:
@@ -107,6 +106,7 @@ def plain_cross_entropy(h: Tensor, weight: Tensor, targets: Tensor, chunk: int =
 
 
 HEADS = {"fused": fused_cross_entropy, "chunked": chunked_cross_entropy, "plain": plain_cross_entropy}
+LOSS_HEADS = tuple(HEADS)
 
 
 def cross_entropy(h: Tensor, weight: Tensor, targets: Tensor, head: str = "fused", chunk: int = 1024) -> Tensor:

@@ -44,6 +44,14 @@ def make_training_step(cfg: GPTConfig, batch: int, device: torch.device, dtype, 
     return model, opt, step
 
 
+def step_peak(cfg: GPTConfig, batch: int, device: torch.device, dtype) -> int:
+    """Peak bytes of a real training step of a fresh `cfg` at `batch`, optimizer state included (raises
+    torch.OutOfMemoryError on CUDA OOM)."""
+    model, opt, step = make_training_step(cfg, batch, device, dtype)
+    step()  # creates Adam's state, as in training
+    return training_step_memory(model, opt, step, device).peak_bytes
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -89,11 +97,8 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
         row = run_label(cfg) | dict(peak_bytes=mem.peak_bytes, static_bytes=mem.static_bytes,
                                     activation_bytes=mem.activation_bytes)
         if per_sequence:
-            model2, opt2, step2 = make_training_step(cfg, 2 * batch, dev, dtype)
-            step2()
-            peak2 = training_step_memory(model2, opt2, step2, dev).peak_bytes
+            peak2 = step_peak(cfg, 2 * batch, dev, dtype)
             row["bytes_per_sequence"] = MemoryLine.through(batch, mem.peak_bytes, 2 * batch, peak2).bytes_per_sequence
-            del model2, opt2, step2
         runs.append((row, step, []))
     for _ in tqdm(range(steps), desc="timing rounds", disable=not progress):
         for _, step, times in runs:

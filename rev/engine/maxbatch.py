@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .bench import make_training_step, run_label
+from .bench import run_label, step_peak
 from .device import amp_dtype, pick_device
-from .memory import MemoryLine, training_step_memory
+from .memory import MemoryLine
 from ..core.loss import LOSS_HEADS
 from ..core.model import GPT, TRUNKS, GPTConfig, pos_chunk_arg
 from .profiles import get_profile
@@ -92,17 +92,10 @@ def static_bytes(cfg: GPTConfig) -> int:
     return 16 * n
 
 
-def probe(cfg: GPTConfig, batch: int, device: torch.device, dtype) -> int:
-    """Peak bytes of a real training step at `batch` (raises torch.OutOfMemoryError on CUDA OOM)."""
-    model, opt, step = make_training_step(cfg, batch, device, dtype)
-    step()  # creates Adam's state, as in training
-    return training_step_memory(model, opt, step, device).peak_bytes
-
-
 def _measure(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int) -> tuple[int | None, bool]:
     """(peak bytes, fits) of one probe; a CUDA out-of-memory is a miss with no peak."""
     try:
-        peak = probe(cfg, batch, device, dtype)
+        peak = step_peak(cfg, batch, device, dtype)
         return peak, peak <= budget
     except torch.OutOfMemoryError:
         return None, False
@@ -199,7 +192,7 @@ def measure_memory_line(cfg: GPTConfig, b1: int, b2: int, device: str = "auto",
     """Measure a training step's peak at batches `b1` < `b2` and draw the line through the two points."""
     dev = pick_device(device)
     dtype = amp_dtype(dev, precision)
-    return MemoryLine.through(b1, probe(cfg, b1, dev, dtype), b2, probe(cfg, b2, dev, dtype))
+    return MemoryLine.through(b1, step_peak(cfg, b1, dev, dtype), b2, step_peak(cfg, b2, dev, dtype))
 
 
 def profile_model_config(profile: str, trunk: str, n_layer: int | None = None, h: float | None = None,

@@ -24,7 +24,7 @@ import pandas as pd
 
 from .controller import RankController
 from .experiment import LowRankSizes, gradient_fidelity, make_digits, new_model, sizes, step_peak_bytes
-from .training import train_arm
+from .training import seed_data, train_arm
 
 PUBLISHED = ("the idea's own check: the controller used 97 checkpoints and mean rank 8.9 against 13 and rank 5 "
              "for fixed control, for a tiny reduction in defect; 6/8 paired wins, p = 0.17 (inconclusive)")
@@ -94,7 +94,7 @@ def compare(sz: LowRankSizes, spacing0: int, th: dict, rule: str = "corrected", 
     for seed in range(sz.seeds):
         ctl, spec = (_controller(sz, th, spacing0, T, r) for r in (rule, "specified"))
         start = new_model(sz, seed)
-        x_first = make_digits(sz.train_steps * sz.batch, seed, sz.side)[0][:sz.batch]
+        x_first = seed_data(sz, seed)[0][0][0]  # the first minibatch train_arm probes on
         for _ in range(sz.rounds):  # what the specified rule would decide on the same weights and batch
             spec.decide(*start.probe(x_first, spec.rank))
         run = train_arm(sz, seed, sz.rank0, spacing0, th["tau_grad"], peak, ctl)
