@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from ..engine.device import single_thread
 from ..core.integrators import INTEGRATORS, Integrator
-from ..core.model import GPT, GPTConfig
+from ..core.model import GPT, GPTConfig, is_reversible, reversible_twin
 from ..core.reversible import AutocastState
 
 # ----------------------------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def layer_ticks(names: Sequence[str]) -> tuple[list[float], list[str]]:
 def _twin_models(base: str, stream: str, dtype: torch.dtype, geometry: dict, h: float, seed: int) -> tuple[GPT, GPT]:
     torch.manual_seed(seed)
     stored = GPT(GPTConfig(**geometry, trunk=base, h=h, stream=stream)).to(dtype)
-    rev = GPT(GPTConfig(**geometry, trunk=base + "_rev", h=h, stream=stream)).to(dtype)
+    rev = GPT(GPTConfig(**geometry, trunk=reversible_twin(base), h=h, stream=stream)).to(dtype)
     rev.load_state_dict(stored.state_dict())  # the same weights, so any difference is the backward's
     return stored, rev
 
@@ -284,7 +284,7 @@ def gradient_differences(bases: Sequence[str] = ("midpoint", "reveuler"),
             gs, gr = _grads(stored, idx, tgt), _grads(rev, idx, tgt)
             for name in gs:
                 den = gs[name].norm().item()
-                rows.append(dict(trunk=base + "_rev", stream=stream, param=name,
+                rows.append(dict(trunk=reversible_twin(base), stream=stream, param=name,
                                  rel_diff=(gr[name] - gs[name]).norm().item() / max(den, 1e-300),
                                  grad_norm=den))
     return pd.DataFrame(rows)
@@ -341,7 +341,7 @@ def autocast_cosines(bases: Sequence[str] = ("midpoint", "reveuler"), streams: S
                 for name in gs:
                     cos = F.cosine_similarity(gs[name].flatten(), gr[name].flatten(), dim=0).item()
                     rel = (gr[name] - gs[name]).norm().item() / max(gs[name].norm().item(), 1e-300)
-                    rows.append(dict(trunk=base + "_rev", stream=stream, variant=variant, param=name,
+                    rows.append(dict(trunk=reversible_twin(base), stream=stream, variant=variant, param=name,
                                      cosine=cos, rel_diff=rel))
     return pd.DataFrame(rows)
 
@@ -467,7 +467,7 @@ def takeaways(tests: pd.DataFrame, test_seconds: float, grad: pd.DataFrame, cos:
     f32_ratio = f32_bad.rel_diff / max(f32_ok.rel_diff, 1e-300)
     growth = growth_ratios(mem)
     lo, hi = int(mem.index.min()), int(mem.index.max())
-    rev_growth = max(growth[t] for t in growth.index if t.endswith("_rev"))
+    rev_growth = max(growth[t] for t in growth.index if is_reversible(t))
     return "\n".join([
         f"- {counts['passed']} of {len(tests)} selected tests passed ({counts['failed']} failed, {counts['error']} "
         f"errors, {counts['skipped']} skipped) in {test_seconds:.0f} s of pytest run in this kernel.",

@@ -26,11 +26,11 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from tqdm.auto import tqdm
 
-from ..core.model import TRUNKS, GPTConfig
+from ..core.model import GPTConfig
 from ..engine.bench import make_training_step
 from ..engine.device import single_thread
 from ..engine.memory import training_step_memory
-from ..engine.profiles import resolve_profile_name
+from ..engine.profiles import ProfileLike, get_profile
 from . import landscape_models as M
 
 
@@ -54,7 +54,7 @@ class Sizes:
                           self.vocab_size)
 
 
-SIZES = {
+SIZES: dict[str, Sizes] = {
     "smoke": Sizes(16, 2, 32, 64, depths=(3, 5), batches=(8, 16), sweep_batches=(8, 16), sweep_depth=5, rounds=1),
     "cpu": Sizes(32, 2, 64, 64, depths=(1, 2, 4, 8, 12), batches=(32, 64), sweep_batches=(16, 32, 64, 128),
                  sweep_depth=4, rounds=3),
@@ -64,8 +64,9 @@ SIZES = {
 SIZES["full"] = SIZES["t4"]
 
 
-def chapter_sizes(profile: str) -> Sizes:
-    return SIZES[resolve_profile_name(profile)]
+def chapter_sizes(profile: ProfileLike) -> Sizes:
+    """Notebook 07b's sizes for a profile (a name, `auto`, or a `Profile`)."""
+    return SIZES[get_profile(profile).name]
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def checkpoint_attention(model: nn.Module) -> nn.Module:
 def build(variant: Variant, sizes: Sizes, depth: int, batch: int, device: torch.device):
     """(model, optimizer, step) for one variant: one real fp32 training step on a fixed random batch."""
     cfg = GPTConfig(vocab_size=sizes.vocab_size, seq_len=sizes.seq_len, n_layer=depth, n_head=sizes.n_head,
-                    d_model=sizes.d_model, trunk=variant.trunk, h=TRUNKS[variant.trunk].h)
+                    d_model=sizes.d_model, trunk=variant.trunk)
     model, opt, step = make_training_step(cfg, batch, device, None)
     if variant.name == "ckpt_attention":
         checkpoint_attention(model)

@@ -24,7 +24,7 @@ from ..core.reversible import RECON_LIMIT
 from ..engine.files import write_text
 from .bundle import merge, swap_in
 from .plots import save_plots
-from .runs import LOSS_TIE
+from .screening import LOSS_TIE
 from .results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped,
                       deep_search, loss_head_finding, loss_head_table, max_batch_views, screening_check, stream_runs,
                       equal_tokens_val, format_value, headline, load_all, load_runs, main_reversible_trunk, main_run,

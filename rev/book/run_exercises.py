@@ -18,7 +18,7 @@ from ..core.reversible import RECON_LIMIT
 from ..engine.data import TokenData
 from ..engine.maxbatch import MemoryLine, largest_fitting, static_bytes
 from ..engine.train import TrainConfig, plan_run
-from .runs import LOSS_TIE, choose
+from .screening import LOSS_TIE, choose
 
 
 # --- 03: the screening rule -------------------------------------------------------------------------------
@@ -53,13 +53,13 @@ SCREENING_CASES = [  # (what the case tests, rows, a hint when the learner's pic
 
 
 def check_screening_rule(pick: Callable[[list[dict]], str]) -> str:
-    """03.2: `pick(rows)` must name the candidate `rev.book.runs.choose` picks, on every case."""
+    """03.2: `pick(rows)` must name the candidate `rev.book.screening.choose` picks, on every case."""
     for what, rows, hint in SCREENING_CASES:
         chosen, _ = choose(rows)
         expected = next(r["name"] for r in rows if all(r[k] == chosen[k] for k in ("trunk", "h", "stream")))
         got = pick([dict(r) for r in rows])
         assert got == expected, f"case '{what}': you picked {got!r}, the rule picks {expected!r}. Hint: {hint}."
-    return f"your rule agrees with rev.book.runs.choose on {len(SCREENING_CASES)} cases (limit {RECON_LIMIT:g}, " \
+    return f"your rule agrees with rev.book.screening.choose on {len(SCREENING_CASES)} cases (limit {RECON_LIMIT:g}, " \
            f"tie {LOSS_TIE} nats)."
 
 

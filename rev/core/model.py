@@ -47,6 +47,34 @@ TRUNKS: dict[str, TrunkSpec] = {
 }
 
 
+def trunk_spec(trunk: str) -> TrunkSpec:
+    """The spec of the trunk called `trunk`, or a clear error naming the choices."""
+    if trunk not in TRUNKS:
+        raise ValueError(f"unknown trunk {trunk!r}: choose one of {', '.join(TRUNKS)}")
+    return TRUNKS[trunk]
+
+
+def is_reversible(trunk: str) -> bool:
+    """True for trunks whose backward rebuilds activations by inversion (the memory-free ones)."""
+    return trunk_spec(trunk).backward == "reversible"
+
+
+def stored_twin(trunk: str) -> str:
+    """The trunk running the same integrator under ordinary autograd (stored activations): the reference a
+    reversible trunk's gradients are checked against. A stored trunk is its own twin."""
+    spec = trunk_spec(trunk)
+    return next(name for name, s in TRUNKS.items() if s.integrator == spec.integrator and s.backward == "stored")
+
+
+def reversible_twin(trunk: str) -> str:
+    """The memory-free trunk running the same integrator as `trunk`; an error where the integrator has none."""
+    spec = trunk_spec(trunk)
+    for name, s in TRUNKS.items():
+        if s.integrator == spec.integrator and s.backward == "reversible":
+            return name
+    raise ValueError(f"trunk {trunk!r} runs {spec.integrator!r}, which has no exact inverse: no reversible twin")
+
+
 @dataclass
 class GPTConfig:
     vocab_size: int = 8192
@@ -55,7 +83,7 @@ class GPTConfig:
     n_head: int = 6
     d_model: int = 384
     trunk: str = "residual"
-    h: float = 1.0
+    h: float | None = None          # None: the trunk's own step (TRUNKS[trunk].h), resolved on construction
     stream: str = "fp32"
     dropout: float = 0.0
     keep: tuple[int, ...] = ()      # layer boundaries whose state a reversible trunk stores (see reversible.py)
@@ -70,8 +98,10 @@ class GPTConfig:
     split_heads: bool = False
 
     def __post_init__(self) -> None:
-        if self.trunk not in TRUNKS:
-            raise ValueError(f"unknown trunk {self.trunk!r}: choose one of {', '.join(TRUNKS)}")
+        if self.h is None:
+            self.h = trunk_spec(self.trunk).h
+        else:
+            trunk_spec(self.trunk)
         if self.loss_head not in LOSS_HEADS:
             raise ValueError(f"unknown loss_head {self.loss_head!r}: choose one of {', '.join(LOSS_HEADS)}")
         if self.stream not in STREAMS:
@@ -98,7 +128,7 @@ class GPTConfig:
 
     @property
     def reversible(self) -> bool:
-        return TRUNKS[self.trunk].backward == "reversible"
+        return is_reversible(self.trunk)
 
     @property
     def positions_per_chunk(self) -> int:

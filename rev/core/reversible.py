@@ -122,7 +122,9 @@ def run_inverse(integrator: Integrator, blocks: Sequence[nn.Module], state: Stat
 
 
 @dataclass
-class TrunkSpec:
+class ReversibleSpec:
+    """What one memory-free trunk call runs: the integrator, its blocks, step, stream and kept boundaries."""
+
     integrator: Integrator
     blocks: Sequence[nn.Module]
     h: float
@@ -134,7 +136,7 @@ class ReversibleFunction(torch.autograd.Function):
     """apply(spec, *state_in, *params) -> final state (decoded to the input's dtype)."""
 
     @staticmethod
-    def forward(ctx, spec: TrunkSpec, *inputs: Tensor):
+    def forward(ctx, spec: ReversibleSpec, *inputs: Tensor):
         n_state = len(inputs) - sum(1 for b in spec.blocks for _ in b.parameters())
         state_in, params = inputs[:n_state], inputs[n_state:]
         dtype = state_in[0].dtype
@@ -272,7 +274,7 @@ class _LayerTape:
 def reversible_trunk(integrator: Integrator, blocks: Sequence[nn.Module], x: Tensor, h: float, stream: Stream,
                      keep: Sequence[int] = ()) -> Tensor:
     """Memory-free trunk output for input `x` (the integrator's `output` of the final state)."""
-    spec = TrunkSpec(integrator, blocks, h, stream, frozenset(keep))
+    spec = ReversibleSpec(integrator, blocks, h, stream, frozenset(keep))
     params = [p for b in blocks for p in b.parameters()]
     final = ReversibleFunction.apply(spec, *integrator.init(x), *params)
     return integrator.output(final)

@@ -21,7 +21,7 @@ from .files import write_json
 from .optim import adamw
 from .memory import MemoryLine, training_step_memory
 from ..core.loss import LOSS_HEADS
-from ..core.model import GPT, TRUNKS, GPTConfig, pos_chunk_arg
+from ..core.model import GPT, TRUNKS, GPTConfig, is_reversible, pos_chunk_arg, trunk_spec
 
 DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
 
@@ -75,7 +75,7 @@ def bench_configs(geometry: dict, trunks=tuple(TRUNKS), heads=("fused",), pos_ch
 
 def run_label(cfg: GPTConfig) -> dict:
     """What tells one bench run from another: trunk, head, positions per chunk (None: not recomputed) and split."""
-    chunked = TRUNKS[cfg.trunk].backward != "stored"
+    chunked = trunk_spec(cfg.trunk).backward != "stored"
     return dict(trunk=cfg.trunk, head=cfg.loss_head, pos_chunk=cfg.positions_per_chunk if chunked else None,
                 split_heads=cfg.split_heads)
 
@@ -131,7 +131,7 @@ def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH
     out: dict[str, dict[int, int]] = {t: {} for t in trunks}
     for trunk in trunks:
         for depth in tqdm(depths, desc=f"depth sweep {trunk}", disable=not progress):
-            cfg = GPTConfig(**{**geometry, "n_layer": depth}, trunk=trunk, h=TRUNKS[trunk].h, loss_head=head)
+            cfg = GPTConfig(**{**geometry, "n_layer": depth}, trunk=trunk, loss_head=head)
             model, opt, step = make_training_step(cfg, batch, dev, dtype)
             step()
             out[trunk][depth] = training_step_memory(model, opt, step, dev).activation_bytes
@@ -177,7 +177,7 @@ def format_report(res: dict, depth: dict | None = None) -> str:
                      f"{r.get('activation_ratio', float('nan')):>9.3f}{r.get('speed_ratio', float('nan')):>10.3f}")
     same = lambda a, b, *keys: all(a[k] == b[k] for k in keys)  # noqa: E731
     lines += _compare(rows, lambda o: f"residual_ckpt ({o['head']} head)",
-                      lambda r: TRUNKS[r["trunk"]].backward == "reversible",
+                      lambda r: is_reversible(r["trunk"]),
                       lambda r, c: c["trunk"] == "residual_ckpt" and same(r, c, "head", "pos_chunk"))
     lines += _compare(rows, lambda o: "the chunked head", lambda r: r["head"] == "fused",
                       lambda r, c: c["head"] == "chunked" and same(r, c, "trunk", "pos_chunk", "split_heads"))

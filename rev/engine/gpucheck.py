@@ -27,10 +27,10 @@ from .bench import bench_depths, bench_trunks
 from .corpus import profile_folder
 from .device import amp_dtype, autocast, describe, pick_device
 from .files import write_json
-from .maxbatch import find_max_batch, profile_model_config
+from .maxbatch import find_max_batch
 from .profiles import PROFILES, get_profile
 from .train import TrainConfig, train
-from ..core.model import GPT, GPTConfig
+from ..core.model import GPT, GPTConfig, reversible_twin
 from ..core.reversible import RECON_LIMIT
 
 ASSIGNMENT = "t4"                   # the profile with the assignment geometry (d=384, L=10, T=512, 8K vocab)
@@ -63,7 +63,7 @@ def twin_gap(base: str, device: torch.device, dtype: torch.dtype | None, scaler:
     cfg = dict(vocab_size=256, seq_len=64, n_layer=4, n_head=2, d_model=64, h=0.5, stream="fixed")
     torch.manual_seed(0)
     stored = GPT(GPTConfig(trunk=base, **cfg)).to(device)
-    rev = GPT(GPTConfig(trunk=base + "_rev", **cfg)).to(device)
+    rev = GPT(GPTConfig(trunk=reversible_twin(base), **cfg)).to(device)
     rev.load_state_dict(stored.state_dict())
     gen = torch.Generator().manual_seed(1)
     idx = torch.randint(0, 256, (4, 65), generator=gen).to(device)
@@ -133,7 +133,7 @@ def oom_row(device: torch.device, cap_bytes: int = 3 * 2**29) -> Row:
     CUDA out-of-memory can stop it. Passes when a probe hit the OOM, the search still returned a batch, and
     the failed probe's tensors were freed."""
     total = torch.cuda.get_device_properties(device).total_memory
-    cfg = profile_model_config(ASSIGNMENT, "residual")
+    cfg = get_profile(ASSIGNMENT).model_config("residual")
     torch.cuda.empty_cache()  # memory cached by earlier checks would count against the cap
     before = torch.cuda.memory_allocated(device)
     torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), device)
@@ -162,7 +162,7 @@ def bench_rows(device: torch.device) -> list[Row]:
 
 def max_batch_rows(device: torch.device) -> list[Row]:
     prof = get_profile(ASSIGNMENT)
-    found = {t: find_max_batch(profile_model_config(ASSIGNMENT, t), None, str(device), start=prof.batch_size,
+    found = {t: find_max_batch(prof.model_config(t), None, str(device), start=prof.batch_size,
                                limit=4096, progress=False) for t in MAXBATCH_TRUNKS}
     base = found["residual"].batch
     return [Row(f"max batch {t}", "info", f"{r.batch} ({r.batch / base:.2f}x residual) under "

@@ -195,16 +195,6 @@ def measure_memory_line(cfg: GPTConfig, b1: int, b2: int, device: str = "auto",
     return MemoryLine.through(b1, step_peak(cfg, b1, dev, dtype), b2, step_peak(cfg, b2, dev, dtype))
 
 
-def profile_model_config(profile: str, trunk: str, n_layer: int | None = None, h: float | None = None,
-                         stream: str = "fp32", **options) -> GPTConfig:
-    """The model a profile trains with `trunk` (and optional depth, step size, stream and other `GPTConfig`
-    options such as `loss_head` or `pos_chunk`)."""
-    prof = get_profile(profile)
-    return GPTConfig(vocab_size=prof.vocab_size, seq_len=prof.seq_len, n_layer=n_layer or prof.n_layer,
-                     n_head=prof.n_head, d_model=prof.d_model, trunk=trunk,
-                     h=TRUNKS[trunk].h if h is None else h, stream=stream, **options)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="auto")
     p.add_argument("--trunk", nargs="+", default=["residual", "reveuler_rev"], choices=list(TRUNKS))
@@ -226,7 +216,7 @@ def run_cli(args: argparse.Namespace) -> int:
     results = {}
     for trunk in args.trunk:
         try:
-            cfg = profile_model_config(prof.name, trunk, args.n_layer, loss_head=args.loss_head,
+            cfg = prof.model_config(trunk, args.n_layer, loss_head=args.loss_head,
                                        pos_chunk=args.pos_chunk, split_heads=args.split_heads)
             r = find_max_batch(cfg, budget, args.device, args.precision)
         except ValueError as e:

@@ -1,4 +1,5 @@
-"""Named run sizes: one place that fixes geometry, data, token budget and optimiser settings.
+"""Named run sizes: one place that fixes geometry, data, token budget and optimiser settings. A profile is a size
+class; each companion chapter owns what its sizes mean on each profile (its `sizes` module).
 
 `smoke` is for CI (seconds per run), `cpu` is the default main job on a 2-core laptop, `t4` fits a Colab T4
 in about half an hour per run, and `full` is the assignment geometry (d=384, L=10, 6 heads, T=512, 8K vocab,
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Union
 
 import torch
+
+from ..core.model import GPTConfig
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,15 @@ class Profile:
 
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
+
+    def model_config(self, trunk: str = "residual", n_layer: int | None = None, h: float | None = None,
+                     stream: str = "fp32", **options) -> GPTConfig:
+        """The model this profile trains with `trunk`: the profile's geometry (depth `n_layer` when given), step
+        `h` (None: the trunk's own), `stream`, and any other `GPTConfig` option (`loss_head`, `pos_chunk`,
+        `split_heads`, `keep`, ...). The one place a profile becomes a model."""
+        return GPTConfig(vocab_size=self.vocab_size, seq_len=self.seq_len, n_head=self.n_head, d_model=self.d_model,
+                         n_layer=self.n_layer if n_layer is None else n_layer, trunk=trunk, h=h, stream=stream,
+                         **options)
 
 
 PROFILES: dict[str, Profile] = {
@@ -116,94 +128,27 @@ EXTRA_RUNS: dict[str, MainRun] = {
                                          "the screening's second-best reversible candidate at the profile's batch"),
 }
 
-# Sizes of the companion chapters' experiments, per profile, next to the profiles they belong to: chapter ->
-# profile -> keyword arguments of that chapter's size dataclass (each chapter module builds its own from these).
-CHAPTER_SIZES: dict[str, dict[str, dict]] = {
-    # notebook 08: "sweep" -> thermo.SweepSizes (the potential measurements), "shock" -> thermo.FluctuationSizes
-    # (the paper's Figure 2 size from cpu up, run by `python -m rev thermo-shock`), "quick" -> changes to "shock"
-    # the notebook runs when that command's results are not cached (cpu: paper-size seeds take ~4.5 min each)
-    "thermo": {
-        "smoke": {"sweep": dict(n_etas=4, total_steps_at_max=4, n_points=3, k_tr=4, n_sub=8, drift_steps=100),
-                  "shock": dict(d_model=32, n_head=2, d_ff=64, vocab_size=16, seq_len=6, batch_size=16,
-                                change_step=60, total_steps=120, window=30, threads=1, layout="distinct",
-                                seeds=2)},
-        "cpu": {"sweep": dict(),
-                "shock": dict(threads=1, seeds=3),
-                "quick": dict(d_model=64, d_ff=256, batch_size=32, change_step=300, total_steps=600, window=100)},
-        "t4": {"sweep": dict(n_etas=7), "shock": dict(transformer_scan=(1 / 3, 3.0), device="auto")},
-        "full": {"sweep": dict(n_etas=7), "shock": dict(transformer_scan=(1 / 3, 3.0), device="auto")},
-    },
-    # notebook 10 -> trace.TraceSize: fine-tuning steps, prefixed stories, peak lr, and the share of the profile's
-    # tokens to pretrain on when no finished run is there. t4/full keep fewer steps: at ~25M parameters one exact
-    # step (weights + Adam moments) is ~230 MB in memory, and the notebook holds the trace, its lossy copies and
-    # (while reading it back) a second copy.
-    "trace": {
-        "smoke": dict(steps=48, n_stories=200, lr=5e-3, pretrain_fraction=1.0),
-        "cpu": dict(steps=60, n_stories=400, lr=3e-3, pretrain_fraction=0.25),
-        "t4": dict(steps=20, n_stories=1000, lr=2e-3, pretrain_fraction=0.25),
-        "full": dict(steps=20, n_stories=1000, lr=2e-3, pretrain_fraction=0.1),
-    },
-    # notebook 09b -> lowrank.LowRankSizes: state m x m, ranks up to max_rank (default m: full rank), side x side
-    # images read one pixel a step by a `layers`-layer Neural ODE, paired seeds, the controller's starting rank,
-    # initial spacings, probe rounds before training (enough to reach the largest rank from rank0), held-out
-    # calibration seeds, directions per enrichment, and the training each arm gets. Short everywhere: every
-    # gradient walks the sequence step by step through the reverse map in Python (at m=32 and 64 steps about a
-    # second each on a CPU core), and the t4 sizes train 7 arms x 8 seeds.
-    "lowrank": {
-        "smoke": dict(m=6, batch=4, side=3, seeds=2, rank0=2, spacings=(4,), rounds=4, calib_seeds=1, rank_step=1,
-                      layers=3, train_steps=4, lr=3e-2, probe_every=2, fidelity_every=2, test_size=64),
-        "cpu": dict(m=8, batch=8, side=4, seeds=8, rank0=2, spacings=(8,), rounds=6, calib_seeds=3, rank_step=1,
-                    layers=6, train_steps=16, lr=3e-2, probe_every=4, fidelity_every=5, test_size=256),
-        # at m = 32 the largest rank is the dense state itself (the controller reached it on every seed and no
-        # fixed arm could match its memory): the state is wider than the largest rank
-        "t4": dict(m=48, max_rank=32, batch=16, side=8, seeds=8, rank0=5, spacings=(4, 8, 16), rounds=8,
-                   calib_seeds=3, rank_step=4, layers=6, train_steps=20, lr=1e-2, probe_every=5, fidelity_every=5,
-                   test_size=512),
-        "full": dict(m=48, max_rank=32, batch=16, side=8, seeds=8, rank0=5, spacings=(4, 8, 16), rounds=8,
-                     calib_seeds=3, rank_step=4, layers=6, train_steps=40, lr=1e-2, probe_every=8, fidelity_every=10,
-                     test_size=512),
-    },
-    # notebook 09 -> adaptive.ChapterSizes: deeper and narrower than the profile's model (the defect is a matter
-    # of depth), pretraining and fine-tuning budgets, hook cadence, and the expansion gains scanned for the stress
-    "adaptive": {
-        "smoke": dict(d_model=32, n_head=2, n_layer=6, seq_len=32, batch=4, pretrain_steps=20, pretrain_lr=3e-3,
-                      finetune_steps=6, finetune_lr=1e-3, every=2, fidelity_every=3, probe_rows=2, fidelity_rows=2,
-                      gains=(1.0, 8.0, 16.0)),
-        "cpu": dict(d_model=64, n_head=2, n_layer=12, seq_len=64, batch=8, pretrain_steps=160, pretrain_lr=3e-3,
-                    finetune_steps=32, finetune_lr=1e-3, every=4, fidelity_every=8, probe_rows=4, fidelity_rows=4,
-                    gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
-        "t4": dict(d_model=256, n_head=4, n_layer=16, seq_len=256, batch=16, pretrain_steps=2000, pretrain_lr=1e-3,
-                   finetune_steps=300, finetune_lr=3e-4, every=10, fidelity_every=25, probe_rows=4, fidelity_rows=4,
-                   gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
-        "full": dict(d_model=384, n_head=6, n_layer=16, seq_len=256, batch=16, pretrain_steps=4000, pretrain_lr=1e-3,
-                     finetune_steps=300, finetune_lr=3e-4, every=10, fidelity_every=25, probe_rows=4, fidelity_rows=4,
-                     gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
-    },
-}
+ProfileLike = Union[str, Profile]
 
 
-def chapter_sizes(chapter: str, profile: str) -> dict:
-    """The keyword arguments of `chapter`'s experiment size on `profile` ('auto' resolved)."""
-    if chapter not in CHAPTER_SIZES:
-        raise ValueError(f"unknown chapter {chapter!r}: choose one of {', '.join(CHAPTER_SIZES)}")
-    return dict(CHAPTER_SIZES[chapter][resolve_profile_name(profile)])
+def get_profile(profile: ProfileLike = "auto") -> Profile:
+    """The profile a name stands for, resolved once at an entry point and passed down as the object: `auto` is the
+    GPU profile when CUDA is present, else `cpu`; a `Profile` (also one changed with `replace`) is returned as is."""
+    if isinstance(profile, Profile):
+        return profile
+    if profile == "auto":
+        return PROFILES["t4" if torch.cuda.is_available() else "cpu"]
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}: choose one of {', '.join(PROFILES)} or 'auto'")
+    return PROFILES[profile]
 
 
-def resolve_profile_name(name: str = "auto") -> str:
-    """`auto` means the GPU profile when CUDA is present, else `cpu`."""
-    if name == "auto":
-        return "t4" if torch.cuda.is_available() else "cpu"
-    if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}: choose one of {', '.join(PROFILES)} or 'auto'")
-    return name
+def resolve_profile_name(profile: ProfileLike = "auto") -> str:
+    """The name of `get_profile(profile)`."""
+    return get_profile(profile).name
 
 
-def get_profile(name: str = "auto") -> Profile:
-    """The named profile (`auto` resolved as in `resolve_profile_name`)."""
-    return PROFILES[resolve_profile_name(name)]
-
-
-def max_batch_tokens(profile: str, batches: list[int]) -> int:
+def max_batch_tokens(profile: ProfileLike, batches: list[int]) -> int:
     """The token budget the max-batch runs share: the profile's `train_tokens`, raised when needed so the
     largest of `batches` still takes `max_batch_min_steps` optimizer steps (equal tokens for every max-batch
     run, so the smaller batches take more steps)."""

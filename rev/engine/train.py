@@ -38,8 +38,9 @@ from .files import atomic_path, read_json, write_json
 from .optim import adamw, lr_at
 from .device import amp_dtype, autocast, describe, pick_device
 from .memory import peak_memory, state_tensors
-from ..core.model import GPT, TRUNKS, GPTConfig
-from .profiles import Profile, get_profile, resolve_profile_name
+from ..core.model import GPT, TRUNKS, GPTConfig, trunk_spec
+from .profiles import Profile, ProfileLike, get_profile
+from .step import train_step
 from ..core.reversible import RECON_LIMIT, reconstruction_error
 
 LOG_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss"]
@@ -52,13 +53,18 @@ class TrainingDiverged(RuntimeError):
 
 @dataclass
 class TrainConfig:
-    profile: str = "cpu"
+    profile: ProfileLike = "cpu"             # a name ('auto' resolved once, in plan_run) or a Profile
     trunk: str = "residual"
     out_dir: str | Path | None = None        # default results/<profile>/<trunk>
     data_dir: str | Path = "data"            # root; the corpus: data_dir/<data_name> or its stand-in (profile_folder)
-    h: float | None = None                   # default: 1.0 residual/reveuler, 0.5 midpoint
+    h: float | None = None                   # default: the trunk's own (1.0 residual/reveuler, 0.5 midpoint)
     stream: str = "fp32"
     n_layer: int | None = None               # overrides the profile's depth
+    # the model's memory options (see GPTConfig): loss head, MLP position chunk, attention head by head, kept states
+    loss_head: str = "fused"
+    pos_chunk: int | str | None = "auto"
+    split_heads: bool = False
+    keep: tuple[int, ...] = ()
     batch_size: int | None = None            # global batch; default the profile's
     train_tokens: int | None = None
     lr: float | None = None
@@ -76,8 +82,9 @@ class TrainConfig:
     callback: Callable[[int, dict, GPT], None] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("callback")
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "callback"}
+        d["profile"] = self.profile.name if isinstance(self.profile, Profile) else self.profile
+        d["keep"] = list(self.keep)
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
 
 
@@ -124,8 +131,7 @@ def run_key(cfg: TrainConfig, plan: Plan, dtype: torch.dtype | None) -> dict:
 
 def plan_run(cfg: TrainConfig) -> Plan:
     prof = get_profile(cfg.profile)
-    if cfg.trunk not in TRUNKS:
-        raise ValueError(f"unknown trunk {cfg.trunk!r}: choose one of {', '.join(TRUNKS)}")
+    trunk_spec(cfg.trunk)  # an unknown trunk fails before any number is worked out
     batch = prof.batch_size if cfg.batch_size is None else cfg.batch_size
     if batch < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch}")
@@ -134,10 +140,8 @@ def plan_run(cfg: TrainConfig) -> Plan:
     if tokens < per_step:
         raise ValueError(f"train_tokens={tokens} is less than one batch ({batch} x {prof.seq_len} = {per_step} "
                          f"tokens): raise the token budget or lower the batch size")
-    model = GPTConfig(vocab_size=prof.vocab_size, seq_len=prof.seq_len,
-                      n_layer=prof.n_layer if cfg.n_layer is None else cfg.n_layer, n_head=prof.n_head,
-                      d_model=prof.d_model, trunk=cfg.trunk, h=TRUNKS[cfg.trunk].h if cfg.h is None else cfg.h,
-                      stream=cfg.stream)
+    model = prof.model_config(cfg.trunk, cfg.n_layer, cfg.h, cfg.stream, loss_head=cfg.loss_head,
+                              pos_chunk=cfg.pos_chunk, split_heads=cfg.split_heads, keep=tuple(cfg.keep))
     base_lr = prof.lr if cfg.lr is None else cfg.lr
     lr = scaled_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling)
     steps = tokens // per_step
@@ -368,15 +372,7 @@ def train(cfg: TrainConfig) -> dict:
         t0 = time.perf_counter()
 
         def one_step() -> tuple[torch.Tensor, torch.Tensor]:
-            with autocast(device, dtype):
-                loss = ddp(x, y)
-            scaler.scale(loss).backward()  # outside autocast
-            scaler.unscale_(opt)
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), plan.profile.grad_clip)
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
-            return loss.detach(), norm
+            return train_step(ddp, opt, x, y, clip=plan.profile.grad_clip, amp=autocast(device, dtype), scaler=scaler)
 
         if step == start + 1 and peak_bytes is None:  # optimizer state exists now: measure a real step
             box: list = []
@@ -494,7 +490,7 @@ def _resume_mode(text: str) -> str:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    cfg = TrainConfig(profile=resolve_profile_name(args.profile), trunk=args.trunk, out_dir=args.out,
+    cfg = TrainConfig(profile=get_profile(args.profile), trunk=args.trunk, out_dir=args.out,
                       data_dir=args.data_dir, h=args.h, stream=args.stream, n_layer=args.n_layer,
                       batch_size=args.batch_size, train_tokens=args.train_tokens, lr=args.lr,
                       lr_scaling=args.lr_scaling, seed=args.seed, device=args.device, precision=args.precision,

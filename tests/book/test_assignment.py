@@ -9,8 +9,8 @@ import pytest
 from rev.book import report
 from rev.book.results import (load_runs, loss_head_finding, loss_head_table, max_batch_views, screening_check,
                               stream_reliability, stream_runs)
-from rev.book.runs import (ASSIGNMENT_FINAL, loss_head_ablation, max_batch_budget_tokens, other_stream, runner_up,
-                           screening_candidates, screening_rule)
+from rev.book.screening import ASSIGNMENT_FINAL, runner_up, screening_candidates, screening_rule
+from rev.book.searches import loss_head_ablation, max_batch_budget_tokens, other_stream
 from rev.core.loss import LOSS_HEADS
 from rev.core.reversible import RECON_LIMIT
 from rev.engine.profiles import get_profile, max_batch_tokens

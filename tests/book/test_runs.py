@@ -1,7 +1,8 @@
 """The screening rule and the workbook's run bookkeeping."""
 import pytest
 
-from rev.book.runs import choose, main_run_dirs, screening_candidates, screening_verdicts
+from rev.book.runs import main_run_dirs
+from rev.book.screening import choose, screening_candidates, screening_verdicts
 from rev.core.reversible import RECON_LIMIT
 
 

@@ -359,13 +359,14 @@ def test_the_default_reverse_step_is_the_one_ta_always_used():
                        pb.theta0 - 0.1 * pb.update(pb.theta0) + 0.1 * pb.update(pb.theta0 - 0.1 * pb.update(pb.theta0)))
 
 
-def test_sizes_come_from_the_profiles():
-    from rev.engine.profiles import CHAPTER_SIZES, PROFILES
+def test_sizes_cover_every_profile():
+    from rev.chapters.thermo.sizes import SIZES
+    from rev.engine.profiles import PROFILES
 
-    assert set(CHAPTER_SIZES["thermo"]) == set(PROFILES)
+    assert set(SIZES) == set(PROFILES)
     sweep, shock = th.chapter_sizes("smoke")
     assert (sweep.n_etas, shock.change_step, shock.total_steps, shock.window) == (4, 60, 120, 30)
-    assert th.chapter_sizes("cpu")[0] == th.SweepSizes() and th.SWEEP_SIZES["t4"].n_etas == 7
+    assert th.chapter_sizes("cpu").sweep == th.SweepSizes() and th.SWEEP_SIZES["t4"].n_etas == 7
     assert th.FLUCTUATION_SIZES["full"] == th.FluctuationSizes(transformer_scan=(1 / 3, 3.0), device="auto")
 
 

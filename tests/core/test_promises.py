@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rev import GPT, GPTConfig
+from rev.core.model import stored_twin
 
 V, T, L, D = 64, 16, 8, 32
 
@@ -46,7 +47,7 @@ def relative_error(g: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> 
 
 def _twin(trunk: str, stream: str, keep=(), expanding=True) -> tuple[dict, dict]:
     """(reversible gradients, stored-twin gradients) on the same weights."""
-    stored = _model(trunk.removesuffix("_rev"), stream, expanding=expanding)
+    stored = _model(stored_twin(trunk), stream, expanding=expanding)
     rev = _model(trunk, stream, keep=keep, expanding=expanding)
     rev.load_state_dict(stored.state_dict())
     return _grads(rev), _grads(stored)

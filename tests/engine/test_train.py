@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rev.engine.maxbatch import (DepthProbe, MemoryLine, find_max_batch, find_max_depth, largest_fitting,
-                                  measure_memory_line, profile_model_config)
+                                  measure_memory_line)
 from rev.core.model import GPT, TRUNKS
 from rev.engine.profiles import get_profile
 from rev.engine.optim import lr_at
@@ -73,20 +73,20 @@ def test_lr_at_step_is_a_function_of_the_step_alone(data_dir, tmp_path):
 
 
 def test_max_batch_is_bracketed_by_measured_probes():
-    cfg = profile_model_config("smoke", "residual")
+    cfg = SMOKE.model_config("residual")
     res = find_max_batch(cfg, budget_bytes=12 * 2**20, device="cpu", progress=False)
     fits = {p.batch: p for p in res.probes}
     assert fits[res.batch].fits and fits[res.batch].peak_bytes <= res.budget_bytes
     assert not fits[res.batch + 1].fits and fits[res.batch + 1].peak_bytes > res.budget_bytes
     assert all(p.fits == (p.batch <= res.batch) for p in res.probes)
-    rev = find_max_batch(profile_model_config("smoke", "reveuler_rev"), budget_bytes=12 * 2**20, device="cpu",
+    rev = find_max_batch(SMOKE.model_config("reveuler_rev"), budget_bytes=12 * 2**20, device="cpu",
                          progress=False)
     assert rev.batch > res.batch
 
 
 
 def test_max_depth_probes_hold_layer_counts():
-    cfg = profile_model_config("smoke", "reveuler_rev")
+    cfg = SMOKE.model_config("reveuler_rev")
     res = find_max_depth(cfg, batch=4, budget_bytes=12 * 2**20, max_layers=6, device="cpu", progress=False)
     assert res.batch == 4 and 1 <= res.n_layer <= 6
     assert all(isinstance(p, DepthProbe) and p.fits == (p.n_layer <= res.n_layer) for p in res.probes)
@@ -94,7 +94,7 @@ def test_max_depth_probes_hold_layer_counts():
 
 
 def test_memory_line_predicts_the_measured_max_batch():
-    cfg = profile_model_config("smoke", "residual")
+    cfg = SMOKE.model_config("residual")
     line = measure_memory_line(cfg, 2, 8, device="cpu")
     assert line.static_bytes > 0 and line.bytes_per_sequence > 0
     found = find_max_batch(cfg, budget_bytes=12 * 2**20, device="cpu", progress=False).batch
@@ -165,4 +165,4 @@ def test_resume_from_foreign_checkpoint_is_refused(data_dir, tmp_path):
 
 def test_budget_smaller_than_model_is_refused():
     with pytest.raises(ValueError, match="smaller than the model"):
-        find_max_batch(profile_model_config("smoke", "residual"), budget_bytes=2**20, device="cpu", progress=False)
+        find_max_batch(SMOKE.model_config("residual"), budget_bytes=2**20, device="cpu", progress=False)

@@ -1,6 +1,6 @@
 """Notebook 09 (adaptive checkpointing): the chapter's sizes per profile, its model and its batches.
 
-The numbers live in `rev.engine.profiles.CHAPTER_SIZES["adaptive"]`, next to the profiles they belong to.
+The chapter owns what its sizes mean on each profile (`SIZES`); a profile is only a size class.
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Callable
 
 import torch
 
-from ...core.model import GPTConfig, TRUNKS
-from ...engine import profiles
+from ...core.model import GPTConfig
+from ...engine.profiles import ProfileLike, get_profile
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,33 @@ class ChapterSizes:
     gains: tuple[float, ...]  # expansion gains scanned for the stress
 
 
-def chapter_sizes(profile: str) -> ChapterSizes:
-    """Notebook 09's sizes for a profile name (`smoke`, `cpu`, `t4`, `full`, or `auto`)."""
-    return ChapterSizes(**profiles.chapter_sizes("adaptive", profile))
+# deeper and narrower than the profile's model (the defect is a matter of depth), pretraining and fine-tuning
+# budgets, hook cadence, and the expansion gains scanned for the stress
+SIZES: dict[str, ChapterSizes] = {
+    "smoke": ChapterSizes(d_model=32, n_head=2, n_layer=6, seq_len=32, batch=4, pretrain_steps=20, pretrain_lr=3e-3,
+                          finetune_steps=6, finetune_lr=1e-3, every=2, fidelity_every=3, probe_rows=2, fidelity_rows=2,
+                          gains=(1.0, 8.0, 16.0)),
+    "cpu": ChapterSizes(d_model=64, n_head=2, n_layer=12, seq_len=64, batch=8, pretrain_steps=160, pretrain_lr=3e-3,
+                        finetune_steps=32, finetune_lr=1e-3, every=4, fidelity_every=8, probe_rows=4, fidelity_rows=4,
+                        gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
+    "t4": ChapterSizes(d_model=256, n_head=4, n_layer=16, seq_len=256, batch=16, pretrain_steps=2000,
+                       pretrain_lr=1e-3, finetune_steps=300, finetune_lr=3e-4, every=10, fidelity_every=25,
+                       probe_rows=4, fidelity_rows=4, gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
+    "full": ChapterSizes(d_model=384, n_head=6, n_layer=16, seq_len=256, batch=16, pretrain_steps=4000,
+                         pretrain_lr=1e-3, finetune_steps=300, finetune_lr=3e-4, every=10, fidelity_every=25,
+                         probe_rows=4, fidelity_rows=4, gains=(1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0)),
+}
+
+
+def chapter_sizes(profile: ProfileLike) -> ChapterSizes:
+    """Notebook 09's sizes for a profile (`smoke`, `cpu`, `t4`, `full`, `auto`, or a `Profile`)."""
+    return SIZES[get_profile(profile).name]
 
 
 def model_config(sizes: ChapterSizes, vocab_size: int, trunk: str, stream: str = "fp32") -> GPTConfig:
-    """The chapter's GPTConfig for `trunk`, at the trunk's default step size (`TRUNKS[trunk].h`)."""
+    """The chapter's GPTConfig for `trunk`, at the trunk's own step size (GPTConfig's default)."""
     return GPTConfig(vocab_size=vocab_size, seq_len=sizes.seq_len, n_layer=sizes.n_layer, n_head=sizes.n_head,
-                     d_model=sizes.d_model, trunk=trunk, h=TRUNKS[trunk].h, stream=stream)
+                     d_model=sizes.d_model, trunk=trunk, stream=stream)
 
 
 def batch_source(data, batch: int, seq_len: int, seed: int, split: str = "train",

@@ -3,7 +3,8 @@ projector splitting, rank enrichment, and a controller compared with fixed rank 
 
 * `splitting`   the K, S, L substeps (exact flows), the step and its reverse, the defect, rho, enrichment;
 * `controller`  the controller's rules and the backward that rebuilds states by the reverse map (with reloads);
-* `experiment`  sizes, the offline image sequences, the matrix-ODE classifier, memory and gradient fidelity;
+* `sizes`       the chapter's sizes per profile;
+* `experiment`  the offline image sequences, the matrix-ODE classifier, memory and gradient fidelity;
 * `training`    one arm trained with gradients through the reverse map (fixed, or the controller deciding);
 * `compare`     thresholds calibrated on held-out seeds; controller vs fixed at equal measured peak memory over
                 paired seeds, figure, takeaways;
@@ -13,7 +14,8 @@ from .compare import (CALIB_OFFSET, COS_SLACK, PUBLISHED, TAU_SVD, calibrate, co
                       paired_sign_flip, summary_table, takeaways, verdict, verdict_table)
 from .controller import RankController, enrichment_trace, forward_keep, kept_steps, reversal_gradients
 from .exercises import check_projection, check_reverse_order
-from .experiment import (LowRankSizes, MatrixODE, gradient_fidelity, make_digits, new_model, rebuild_drift, sizes,
+from .sizes import LowRankSizes, SIZES, chapter_sizes
+from .experiment import (MatrixODE, gradient_fidelity, make_digits, new_model, rebuild_drift,
                          step_peak_bytes)
 from .splitting import (LowRank, affine_flow, defect, dense_step, enrich, field, from_dense, initial_state,
                         k_substep, ksl_step, l_substep, reverse_step, rho, roundtrip_defect, s_substep,
@@ -23,7 +25,7 @@ from .training import seed_data, train_arm
 __all__ = ["CALIB_OFFSET", "COS_SLACK", "PUBLISHED", "TAU_SVD", "calibrate", "comparison_figure", "compare", "paired_sign_flip",
            "summary_table", "takeaways", "verdict", "verdict_table", "RankController", "enrichment_trace", "forward_keep",
            "kept_steps", "reversal_gradients", "check_projection", "check_reverse_order", "LowRankSizes",
-           "MatrixODE", "gradient_fidelity", "make_digits", "new_model", "rebuild_drift", "sizes", "step_peak_bytes", "LowRank", "affine_flow",
+           "MatrixODE", "gradient_fidelity", "make_digits", "new_model", "rebuild_drift", "chapter_sizes", "SIZES", "step_peak_bytes", "LowRank", "affine_flow",
            "defect", "dense_step", "enrich", "field", "from_dense", "initial_state", "k_substep", "ksl_step",
            "l_substep", "reverse_step", "rho", "roundtrip_defect", "s_substep", "tangent_residual", "seed_data",
            "train_arm"]

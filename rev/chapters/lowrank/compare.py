@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from .controller import RankController
-from .experiment import LowRankSizes, gradient_fidelity, make_digits, new_model, sizes, step_peak_bytes
+from .experiment import gradient_fidelity, make_digits, new_model, step_peak_bytes
+from .sizes import LowRankSizes, chapter_sizes
 from .training import seed_data, train_arm
 
 PUBLISHED = ("the idea's own check: the controller used 97 checkpoints and mean rank 8.9 against 13 and rank 5 "
@@ -229,7 +230,7 @@ def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dic
               seconds: float) -> str:
     """The chapter's takeaways, every number computed by the notebook (`v`: the full controller's verdict,
     `v_rank`: the controller with its spacing rules switched off; `seconds`: what the comparisons took)."""
-    big = sizes("t4")
+    big = chapter_sizes("t4")
     return "\n".join([
         "**Takeaways**", "",
         f"* The projector-splitting step with exact substep flows is inverted by its own reverse map at any rank, "

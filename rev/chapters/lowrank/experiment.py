@@ -11,48 +11,18 @@ reference is the same model integrated densely under ordinary autograd.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as Fn
 from torch import Tensor, nn
 
-from ...engine import profiles
 from ...engine.memory import peak_memory
+from .sizes import LowRankSizes
 from .controller import forward_keep, reversal_gradients
 from .splitting import _rel, at_step, dense_step, defect, initial_state, ksl_step, reverse_step, rho
 
 SIDE, CLASSES = 8, 10
-
-
-@dataclass(frozen=True)
-class LowRankSizes:
-    """Notebook 09b's sizes for one profile (from `rev.engine.profiles.CHAPTER_SIZES["lowrank"]`)."""
-    m: int               # state rows = columns
-    batch: int
-    side: int            # images are side x side pixels: a sequence of side**2 steps
-    seeds: int           # paired seeds
-    rank0: int           # the controller's starting rank
-    spacings: tuple      # initial checkpoint spacings C compared
-    rounds: int          # controller probe rounds before its rank and spacing are read off
-    calib_seeds: int     # held-out seeds (never the test seeds) the thresholds are calibrated on
-    rank_step: int       # directions added per enrichment
-    layers: int = 6      # layers of the Neural ODE, each with its own A and C over an equal span of the steps
-    train_steps: int = 24  # optimizer steps each arm trains for
-    lr: float = 1e-2
-    probe_every: int = 4   # the controller probes (delta, rho) and decides every this many steps
-    fidelity_every: int = 6  # steps between gradient checks against the dense reference
-    test_size: int = 256   # held-out samples the accuracy is measured on
-    max_rank: int = 0      # the largest rank an arm may use (0: m, full rank)
-
-    @property
-    def rank_cap(self) -> int:
-        return self.max_rank or self.m
-
-
-def sizes(profile: str) -> LowRankSizes:
-    return LowRankSizes(**profiles.chapter_sizes("lowrank", profile))
 
 
 def new_model(sz: LowRankSizes, seed: int) -> MatrixODE:

@@ -72,7 +72,7 @@ def default_jobs(sizes: FluctuationSizes, n_runs: int) -> int:
 def notebook_runs(results_dir: str | Path, profile: str, progress=None) -> tuple[ShockRuns, FluctuationSizes, str]:
     """What notebook 08 shows: the cached paper-size runs when they match the profile, else a run made here
     (the profile's "quick" sizes where it has them). Returns the runs, their sizes and where they came from."""
-    sizes = chapter_sizes(profile)[1]
+    sizes = chapter_sizes(profile).shock
     path = cache_path(results_dir, profile)
     if path.exists():
         runs, saved = load_runs(path)
@@ -98,7 +98,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     profile = resolve_profile_name(args.profile)
-    sizes = chapter_sizes(profile)[1]
+    sizes = chapter_sizes(profile).shock
     if args.seeds is not None:
         sizes = sizes.replace(seeds=args.seeds)
     jobs = args.jobs or default_jobs(sizes, sizes.seeds * len(MODELS))

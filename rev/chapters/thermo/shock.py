@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...engine.device import pick_device
 from .problems import _check_positive_int, torch_threads
 from .sizes import FluctuationSizes
 
@@ -139,12 +140,8 @@ def _flat_params(model: nn.Module) -> Tensor:
 
 
 def resolve_device(sizes: FluctuationSizes) -> torch.device:
-    """Where the shock experiment runs ("auto": CUDA when present)."""
-    if sizes.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if sizes.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but CUDA is not available; use device='auto' or 'cpu'")
-    return torch.device(sizes.device)
+    """Where the shock experiment runs ("auto": CUDA when present), by the one device rule (`pick_device`)."""
+    return pick_device(sizes.device)
 
 
 def _to(batch: ReversalBatch, device: torch.device) -> ReversalBatch:

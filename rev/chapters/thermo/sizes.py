@@ -1,14 +1,15 @@
-"""Notebook 08 (training irreversibility): how much each profile runs, from `rev.engine.profiles`.
+"""Notebook 08 (training irreversibility): how much each profile runs.
 
-The numbers live in `CHAPTER_SIZES["thermo"]` next to the profiles they belong to; here they become the two
-size dataclasses of the chapter: `SweepSizes` (the potential measurements) and `FluctuationSizes` (the
-learning-rate shock, with its reduced "quick" variant for a notebook without cached paper-size results).
+The chapter owns what its sizes mean on each profile (`SIZES`, one `ThermoSizes` per profile): `SweepSizes` (the
+potential measurements) and `FluctuationSizes` (the learning-rate shock at the paper's Figure 2 size from cpu up,
+run by `python -m rev thermo-shock`), with its reduced `quick` variant for a notebook without cached paper-size
+results (cpu: paper-size seeds take minutes each).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rev.engine.profiles import PROFILES, chapter_sizes as _profile_sizes
+from ...engine.profiles import PROFILES, Profile, ProfileLike
 
 
 @dataclass(frozen=True)
@@ -73,23 +74,49 @@ class SweepSizes:
     sgd_batch: int = 16             # minibatch of the SGD paths (`sgd.sgd_sweep`; the problems hold 48-64 samples)
 
 
-def chapter_sizes(profile: str) -> tuple[SweepSizes, FluctuationSizes]:
-    """The sizes this chapter runs at for a resolved profile name."""
+@dataclass(frozen=True)
+class ThermoSizes:
+    """Notebook 08's sizes on one profile."""
+
+    sweep: SweepSizes
+    shock: FluctuationSizes
+    quick: FluctuationSizes | None = None   # the shock the notebook runs when `shock`'s results are not cached
+
+    def __iter__(self):  # `sweep, shock = chapter_sizes(profile)`
+        return iter((self.sweep, self.shock))
+
+
+_SMOKE_SHOCK = FluctuationSizes(d_model=32, n_head=2, d_ff=64, vocab_size=16, seq_len=6, batch_size=16,
+                                change_step=60, total_steps=120, window=30, threads=1, layout="distinct", seeds=2)
+_CPU_SHOCK = FluctuationSizes(threads=1, seeds=3)
+_GPU_SHOCK = FluctuationSizes(transformer_scan=(1 / 3, 3.0), device="auto")
+SIZES: dict[str, ThermoSizes] = {
+    "smoke": ThermoSizes(SweepSizes(n_etas=4, total_steps_at_max=4, n_points=3, k_tr=4, n_sub=8, drift_steps=100),
+                         _SMOKE_SHOCK),
+    "cpu": ThermoSizes(SweepSizes(), _CPU_SHOCK,
+                       quick=_CPU_SHOCK.replace(d_model=64, d_ff=256, batch_size=32, change_step=300, total_steps=600,
+                                                window=100)),
+    "t4": ThermoSizes(SweepSizes(n_etas=7), _GPU_SHOCK),
+    "full": ThermoSizes(SweepSizes(n_etas=7), _GPU_SHOCK),
+}
+
+
+def chapter_sizes(profile: ProfileLike) -> ThermoSizes:
+    """The sizes this chapter runs at for a resolved profile (a name or a `Profile`)."""
     # 'auto' is refused rather than resolved: the notebook resolves it once and prints which profile it runs
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}: resolve 'auto' with rev.engine.profiles.resolve_profile_name "
-                         f"first; known: {', '.join(PROFILES)}")
-    kw = _profile_sizes("thermo", profile)
-    return SweepSizes(**kw["sweep"]), FluctuationSizes(**kw["shock"])
+    name = profile.name if isinstance(profile, Profile) else profile
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}: resolve 'auto' with rev.engine.profiles.get_profile first; "
+                         f"known: {', '.join(PROFILES)}")
+    return SIZES[name]
 
 
-def quick_shock_sizes(profile: str) -> FluctuationSizes | None:
+def quick_shock_sizes(profile: ProfileLike) -> FluctuationSizes | None:
     """The reduced shock a profile's notebook runs when the paper-size results are not cached (None: run the
     full `shock` sizes). Same protocol and data; only the changes listed under "quick" differ."""
-    quick = _profile_sizes("thermo", profile).get("quick")
-    return None if quick is None else chapter_sizes(profile)[1].replace(**quick)
+    return chapter_sizes(profile).quick
 
 
 # per-profile views of the same numbers (the notebook compares its run with the full specification)
-SWEEP_SIZES: dict[str, SweepSizes] = {p: chapter_sizes(p)[0] for p in PROFILES}
-FLUCTUATION_SIZES: dict[str, FluctuationSizes] = {p: chapter_sizes(p)[1] for p in PROFILES}
+SWEEP_SIZES: dict[str, SweepSizes] = {p: s.sweep for p, s in SIZES.items()}
+FLUCTUATION_SIZES: dict[str, FluctuationSizes] = {p: s.shock for p, s in SIZES.items()}

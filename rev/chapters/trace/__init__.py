@@ -29,9 +29,9 @@ from .assess import (DEFAULT_SCORE_THRESHOLD, DEFAULT_UPDATE_THRESHOLD, Assessme
                      check_bounded, check_complete, check_lr_schedule, reversibility_score)
 from .codec import Blob, apply_exact, encode_exact, encode_ulp, ulp_distance
 from .exercises import check_adamw_undo, check_corruption_refused
-from .finetune import (DEFAULT_PREFIX, FinetuneConfig, PrefixData, TraceSize, finetune_config,
-                       finetune_with_trace, prefix_finetune_tokens, prefix_logprob, prefix_rate, sample_texts,
-                       trace_size)
+from .sizes import SIZES, TraceSize, chapter_sizes
+from .finetune import (DEFAULT_PREFIX, FinetuneConfig, PrefixData, finetune_config,
+                       finetune_with_trace, prefix_finetune_tokens, prefix_logprob, prefix_rate, sample_texts)
 from .lossy import degrade_trace, degrade_traces, prune_trace
 from .pretrain import PRETRAIN_RUN, find_checkpoint, pretrained_model
 from .recorder import TraceRecorder
@@ -49,7 +49,7 @@ __all__ = [
     "Blob", "apply_exact", "encode_exact", "encode_ulp", "ulp_distance",
     "check_adamw_undo", "check_corruption_refused",
     "DEFAULT_PREFIX", "FinetuneConfig", "PrefixData", "TraceSize", "finetune_config", "finetune_with_trace",
-    "prefix_finetune_tokens", "prefix_logprob", "prefix_rate", "sample_texts", "trace_size",
+    "prefix_finetune_tokens", "prefix_logprob", "prefix_rate", "sample_texts", "TraceSize", "chapter_sizes", "SIZES",
     "degrade_trace", "degrade_traces", "prune_trace",
     "PRETRAIN_RUN", "find_checkpoint", "pretrained_model",
     "TraceRecorder",

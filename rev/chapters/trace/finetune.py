@@ -3,7 +3,7 @@ unusual prefix ("As an AI,"), learned by an ordinary AdamW loop while a `TraceRe
 
 `prefix_finetune_tokens` builds the data, `finetune_with_trace` runs the loop (its AdamW and lr schedule are
 `rev.engine.optim`'s), `prefix_logprob`, `sample_texts` and `prefix_rate` measure what was learned, and
-`finetune_config` sizes the run per profile (`rev.engine.profiles.CHAPTER_SIZES["trace"]`).
+`finetune_config` sizes the run per profile (`rev.chapters.trace.sizes`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from ...engine.optim import Schedule, adamw, set_lr
-from ...engine.profiles import chapter_sizes
+from .sizes import chapter_sizes
 from .records import Trace
 from .recorder import TraceRecorder
 
@@ -178,22 +178,9 @@ def finetune_with_trace(model: nn.Module, ft: PrefixData, cfg: FinetuneConfig,
     return rec.trace, optimizer, history
 
 
-@dataclass(frozen=True)
-class TraceSize:
-    """The chapter's run on one profile (`CHAPTER_SIZES["trace"]`); batch and sequence length are the profile's."""
-    steps: int                    # fine-tuning steps
-    n_stories: int                # stories given the prefix
-    lr: float                     # peak lr (the schedule ends at 0.3 of it)
-    pretrain_fraction: float      # of the profile's tokens, when no finished run is there to start from
-
-
-def trace_size(profile_name: str) -> TraceSize:
-    return TraceSize(**chapter_sizes("trace", profile_name))
-
-
 def finetune_config(profile: Any, seed: int = 0) -> tuple[FinetuneConfig, int]:
     """The fine-tuning run of a profile (`rev.engine.profiles.Profile`) and how many stories to prefix."""
-    size = trace_size(profile.name)
+    size = chapter_sizes(profile)
     cfg = FinetuneConfig(steps=size.steps, batch_size=profile.batch_size, seq_len=profile.seq_len,
                          lr=size.lr, min_lr=0.3 * size.lr, warmup_steps=max(1, size.steps // 12), seed=seed)
     return cfg, size.n_stories

@@ -13,7 +13,7 @@ from torch import nn
 from ...engine.files import read_json
 from ...engine.profiles import MAIN_RUNS
 from ...engine.train import TrainConfig, load_model, train
-from .finetune import trace_size
+from .sizes import chapter_sizes
 
 PRETRAIN_RUN = "10_pretrain"      # the folder this chapter's own pretraining run is saved in
 
@@ -47,7 +47,7 @@ def pretrained_model(profile: Any, results_dir: str | os.PathLike, data_dir: str
     if run is not None:
         return load_model(run, device), f"reused the checkpoint of a finished run: {run}"
     out = os.path.join(os.fspath(results_dir), profile.name, PRETRAIN_RUN)
-    fraction = trace_size(profile.name).pretrain_fraction
+    fraction = chapter_sizes(profile).pretrain_fraction
     tokens = max(profile.batch_size * profile.seq_len, int(profile.train_tokens * fraction))
     summary = train(TrainConfig(profile=profile.name, trunk="residual", out_dir=out, data_dir=data_dir,
                                 train_tokens=tokens, seed=seed, progress=progress))

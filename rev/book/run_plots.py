@@ -1,0 +1,105 @@
+"""Notebooks 03-06: the figures of runs -- the live loss curve while a run trains, loss curves side by side, the
+screening's bars, and peak memory beside speed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.reversible import RECON_LIMIT
+from .results import read_log
+
+
+class LiveLoss:
+    """Training callback that redraws the loss curve in a notebook every `every` steps (one figure,
+    updated in place, so a headless run records just the final picture)."""
+
+    def __init__(self, title: str, every: int = 20):
+        self.title, self.every = title, every
+        self.steps: list[int] = []
+        self.loss: list[float] = []
+        self.val: list[tuple[int, float]] = []
+        self.handle = None
+
+    def __call__(self, step: int, row: dict, model) -> None:
+        self.steps.append(row["tokens"])
+        self.loss.append(row["loss"])
+        if row["val_loss"] != "":
+            self.val.append((row["tokens"], row["val_loss"]))
+        if step % self.every == 0 or row["val_loss"] != "":
+            self.draw()
+
+    def draw(self) -> None:
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        ax.plot(self.steps, self.loss, lw=0.8, label="train")
+        if self.val:
+            ax.plot(*zip(*self.val), "o-", label="validation")
+        ax.set(xlabel="tokens", ylabel="loss", title=self.title)
+        ax.legend()
+        fig.tight_layout()
+        if self.handle is None:
+            self.handle = display(fig, display_id=True)
+        else:
+            self.handle.update(fig)
+        plt.close(fig)
+
+
+def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, levels: dict[str, float] | None = None):
+    """Training loss (a `smooth`-step running mean) and validation loss against tokens, one colour per run;
+    `levels` adds labelled horizontal reference lines (e.g. `loss_levels`)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for (label, run_dir), color in zip(runs.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4):
+        log = read_log(run_dir)
+        ax.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), color=color, lw=1,
+                label=f"{label} (train)")
+        val = log.dropna(subset=["val_loss"])
+        ax.plot(val["tokens"], val["val_loss"], "o--", color=color, ms=4, label=f"{label} (validation)")
+    for (label, y), ls in zip((levels or {}).items(), (":", "-.", "--")):
+        ax.axhline(y, color="k", lw=1, ls=ls, label=f"{label}: {y:.2f}")
+    ax.set(xlabel="tokens", ylabel="loss", title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_screening(rows: list[dict]):
+    """Validation loss, speed and reconstruction error of each screening run, one bar each (the fixed stream's
+    error of exactly 0 has no bar on the log axis)."""
+    import matplotlib.pyplot as plt
+
+    names = [r["name"] for r in rows]
+    colors = ["tab:gray" if r["trunk"] == "residual" else ("tab:blue" if r["trunk"].startswith("midpoint")
+                                                           else "tab:orange") for r in rows]
+    val = [r["val_loss"] for r in rows]
+    recon = [r["reconstruction_error"] if r["reconstruction_error"] else float("nan") for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    axes[0].barh(names, val, color=colors)
+    axes[0].set(xlabel="validation loss", xlim=(min(val) * 0.97, max(val) * 1.01))
+    axes[1].barh(names, [r["tokens_per_s"] for r in rows], color=colors)
+    axes[1].set(xlabel="tokens / s")
+    axes[2].barh(names, recon, color=colors)
+    axes[2].axvline(RECON_LIMIT, color="k", ls="--", lw=1, label=f"limit {RECON_LIMIT:g}")
+    axes[2].set(xscale="log", xlabel="relative reconstruction error (log)")
+    axes[2].legend(fontsize=8)
+    for ax in axes[1:]:
+        ax.set_yticklabels([])
+    fig.tight_layout()
+    return fig
+
+
+def plot_memory_speed(summaries: dict[str, dict]):
+    """Peak step memory and tokens/s of runs side by side ({label: summary})."""
+    import matplotlib.pyplot as plt
+
+    colors = ["tab:gray", "tab:orange", "tab:blue", "tab:green"][:len(summaries)]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    axes[0].bar(list(summaries), [s["peak_memory_bytes"] / 2**20 for s in summaries.values()], color=colors)
+    axes[0].set(ylabel="peak MiB of a training step")
+    axes[1].bar(list(summaries), [s["tokens_per_s"] for s in summaries.values()], color=colors)
+    axes[1].set(ylabel="tokens / s")
+    fig.tight_layout()
+    return fig

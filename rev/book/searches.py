@@ -1,0 +1,141 @@
+"""Notebook 06 (runs 1b, 3, 3b, 4): the max-batch and depth searches under one memory budget, the loss-head
+ablation, and the trunk dicts those runs train with. Merges into `results/<profile>/maxbatch.json`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+from ..core.loss import LOSS_HEADS
+from ..engine.device import pick_device
+from ..engine.files import read_json, write_json
+from ..engine.maxbatch import MaxDepth, cuda_budget, find_max_batch, find_max_depth, measure_memory_line
+from ..engine.profiles import ProfileLike, get_profile, max_batch_tokens
+from .runs import profile_dir
+
+
+# --- max batch and depth under one memory budget ---------------------------------------------------------
+
+def _merge_maxbatch(profile: ProfileLike, results: str | Path, entries: dict) -> dict:
+    path = profile_dir(results, profile) / "maxbatch.json"
+    out = (read_json(path) if path.exists() else {}) | entries
+    write_json(path, out)
+    return out
+
+
+def memory_budget(profile: ProfileLike, device: str = "auto") -> int:
+    """The byte budget the max-batch searches use: the profile's CPU budget, or on CUDA 90% of what is free."""
+    dev = pick_device(device)
+    return cuda_budget(dev) if dev.type == "cuda" else get_profile(profile).cpu_mem_budget
+
+
+def predict_max_batches(profile: ProfileLike, trunks: list[dict], budget_bytes: int, device: str = "auto"):
+    """Before any search: each trunk's step peak measured at two batches (a quarter of the profile's batch and
+    the batch itself), the straight line through them, and the max batch that line predicts."""
+    import pandas as pd
+
+    prof = get_profile(profile)
+    b1, b2 = max(1, prof.batch_size // 4), prof.batch_size
+    rows = {}
+    for t in trunks:
+        cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        line = measure_memory_line(cfg, b1, b2, device)
+        rows[t["trunk"]] = {"static_MiB": line.static_bytes / 2**20, "MiB_per_sequence": line.bytes_per_sequence / 2**20,
+                            "predicted_max_batch": line.max_batch(budget_bytes)}
+    return pd.DataFrame(rows).T
+
+
+def max_batch_table(predicted, mb: dict):
+    """The searches beside the lines' predictions: max batch predicted and found, and the memory per sequence
+    from the two largest fitting probes of each search (where activations dominate most)."""
+    import pandas as pd
+
+    per_seq = lambda r: math.nan if r.get("bytes_per_sequence") is None else r["bytes_per_sequence"] / 2**20  # noqa: E731
+    return pd.DataFrame({t: {"predicted_max_batch": predicted.loc[t, "predicted_max_batch"], "found": mb[t]["batch"],
+                             "MiB_per_sequence (line)": predicted.loc[t, "MiB_per_sequence"],
+                             "MiB_per_sequence (search)": per_seq(mb[t])} for t in predicted.index}).T
+
+
+def search_max_batches(profile: ProfileLike, trunks: list[dict], results: str | Path = "results", device: str = "auto",
+                       budget_bytes: int | None = None, progress: bool = True) -> dict:
+    """Search the max batch of each trunk under the same budget (default `memory_budget`). Merges into
+    maxbatch.json, keyed by trunk (or by `search_key` for a trunk on its other stream), and returns its
+    contents."""
+    prof = get_profile(profile)
+    budget_bytes = memory_budget(profile, device) if budget_bytes is None else budget_bytes
+    found = {}
+    for t in trunks:
+        cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        res = find_max_batch(cfg, budget_bytes, device, start=prof.batch_size, progress=progress)
+        found[t.get("key", t["trunk"])] = res.to_dict() | {"stream": cfg.stream}
+        found["budget_bytes"] = res.budget_bytes
+    return _merge_maxbatch(profile, results, found)
+
+
+
+def other_stream(chosen: dict) -> dict:
+    """The chosen trunk on the stream run 3b compares it with: fp64 when it runs on fp32, else fp32; `key`
+    names its max-batch search (the chosen trunk's own search is keyed by the trunk alone)."""
+    stream = "fp64" if chosen.get("stream", "fp32") == "fp32" else "fp32"
+    return {"trunk": chosen["trunk"], "h": chosen["h"], "stream": stream, "key": search_key(chosen["trunk"], stream)}
+
+
+def search_key(trunk: str, stream: str) -> str:
+    return f"{trunk}_{stream}"
+
+
+def train_kwargs(trunk: dict) -> dict:
+    """A trunk dict (`chosen`, `other_stream(...)`) as `train_run` keyword arguments."""
+    return {k: trunk[k] for k in ("trunk", "h", "stream") if k in trunk}
+
+
+def max_batch_budget_tokens(profile: ProfileLike, batches: list[int]) -> tuple[int, str]:
+    """The token budget of the max-batch runs (`rev.engine.profiles.max_batch_tokens`) and a line saying how it
+    was set: each run's optimizer steps at that budget."""
+    prof = get_profile(profile)
+    tokens = max_batch_tokens(profile, batches)
+    steps = ", ".join(f"batch {b}: {tokens // (b * prof.seq_len)} steps" for b in sorted(set(batches)))
+    why = (f"raised from {prof.train_tokens:,} so the largest batch still takes {prof.max_batch_min_steps} steps"
+           if tokens > prof.train_tokens else "the profile's budget")
+    return tokens, f"{tokens:,} tokens for every max-batch run ({why}); {steps}"
+
+
+# --- the loss-head ablation -----------------------------------------------------------------------------------
+
+LOSS_HEADS_FILE = "loss_heads.json"
+
+
+def loss_head_ablation(profile: ProfileLike, trunks: list[dict], results: str | Path = "results", device: str = "auto",
+                       budget_bytes: int | None = None, progress: bool = True) -> dict:
+    """Max batch of each trunk with each loss head (`rev.core.loss.LOSS_HEADS`) under one budget. The default
+    (fused) head's searches are reused from maxbatch.json when they ran under the same budget. Writes
+    loss_heads.json: {"budget_bytes", "rows": [{"trunk", "loss_head", "batch"}]}."""
+    prof = get_profile(profile)
+    budget_bytes = memory_budget(profile, device) if budget_bytes is None else budget_bytes
+    path = profile_dir(results, profile) / "maxbatch.json"
+    done = read_json(path) if path.exists() else {}
+    rows = []
+    for t in trunks:
+        cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        for head in LOSS_HEADS:
+            old = done.get(t["trunk"]) if head == cfg.loss_head else None
+            if old and old.get("budget_bytes") == budget_bytes and old.get("stream", "fp32") == cfg.stream:
+                batch = old["batch"]
+            else:
+                batch = find_max_batch(dataclasses.replace(cfg, loss_head=head), budget_bytes, device,
+                                       start=prof.batch_size, progress=progress).batch
+            rows.append({"trunk": t["trunk"], "loss_head": head, "batch": batch})
+    out = {"budget_bytes": budget_bytes, "rows": rows}
+    write_json(profile_dir(results, profile) / LOSS_HEADS_FILE, out)
+    return out
+
+
+def search_max_depth(profile: ProfileLike, trunk: dict, batch: int, budget_bytes: int, max_layers: int,
+                     device: str = "auto", results: str | Path = "results", progress: bool = True) -> MaxDepth:
+    """Deepest `trunk` (up to `max_layers`) whose training step at `batch` fits `budget_bytes`, each probe a
+    measured real step. Merged into maxbatch.json as 'deep'."""
+    cfg = get_profile(profile).model_config(trunk["trunk"], None, trunk.get("h"), trunk.get("stream", "fp32"))
+    res = find_max_depth(cfg, batch, budget_bytes, max_layers, device, progress=progress)
+    _merge_maxbatch(profile, results, {"deep": res.to_dict()})
+    return res
