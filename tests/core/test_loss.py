@@ -118,3 +118,75 @@ def test_fused_head_memory_does_not_grow_with_vocab_by_rows():
     # the fused head grows only by its (rows x d) gradient: far less than one chunk of logits
     assert large - small < chunk_logits / 4, f"fused head grew {large - small} B from 256 to 1024 rows"
     assert large < 4 * chunk_logits, f"fused head peak {large} B exceeds a few chunks of logits ({chunk_logits} B)"
+
+
+def _fp16_relative_errors(heads, rows: int = 2048, vocab: int = 2048, d: int = 64, ignored: bool = True):
+    """Each head's relative gradient error (h and weight together) under fp16 autocast with a real
+    GradScaler, against the plain head in fp32. At 2048 rows (d loss / d logits ~ 1 / (rows * vocab) ~ 2e-7,
+    below fp16's smallest normal number) a head that rounds it to fp16 before the loss scale reaches it
+    loses those bits."""
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(rows, d, generator=gen).requires_grad_()
+    w = (0.02 * torch.randn(vocab, d, generator=gen)).requires_grad_()   # GPT's initial embedding scale
+    t = torch.randint(0, vocab, (rows,), generator=gen)
+    if ignored:
+        t[::5] = IGNORE_INDEX
+    ref = torch.autograd.grad(cross_entropy(h, w, t, "plain"), (h, w))
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    opt = torch.optim.SGD([h, w], lr=0.0)
+    out = {}
+    for head in heads:
+        with torch.autocast("cpu", torch.float16):
+            loss = cross_entropy(h, w, t, head, 512)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)                  # divides the gradients by the scale, as training does
+        num = sum(((p.grad.double() - r.double()) ** 2).sum() for p, r in zip((h, w), ref))
+        out[head] = float((num / sum((r.double() ** 2).sum() for r in ref)).sqrt())
+        opt.zero_grad(set_to_none=True)
+        scaler.update()                       # a new step: unscale_ may run again
+    return out
+
+
+def test_fused_head_under_fp16_autocast_and_grad_scaler_is_as_accurate_as_plain():
+    err = _fp16_relative_errors(("fused", "plain", "chunked"))
+    assert 0 < err["plain"] < 1e-3, err       # fp16 rounding is there, and small
+    assert err["fused"] <= 2 * err["plain"], f"fused head under fp16: {err}"
+    assert err["chunked"] <= 2 * err["plain"], f"chunked head under fp16: {err}"
+
+
+def test_fused_head_in_a_half_model_is_as_accurate_as_plain():
+    """Without autocast, a `.half()` head's matmuls run in fp16 too: the fused head keeps h's gradient in fp32
+    until backward has scaled it, so each gradient is as close to the fp32 reference as the plain head's."""
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(2048, 64, generator=gen).requires_grad_()
+    w = (0.02 * torch.randn(2048, 64, generator=gen)).requires_grad_()
+    t = torch.randint(0, 2048, (2048,), generator=gen)
+    ref = torch.autograd.grad(cross_entropy(h, w, t, "plain"), (h, w))
+    err = {}
+    for head in ("fused", "plain"):
+        h16, w16 = (x.detach().half().requires_grad_() for x in (h, w))
+        got = torch.autograd.grad(2.0 ** 16 * cross_entropy(h16, w16, t, head, 512), (h16, w16))
+        assert all(g.dtype == torch.float16 for g in got)
+        err[head] = [((g.double() / 2 ** 16 - r.double()).norm() / r.double().norm()).item() for g, r in zip(got, ref)]
+    for i, what in enumerate(("h", "weight")):
+        assert err["fused"][i] <= 2 * err["plain"][i], f"grad {what} of a half model: {err}"
+
+
+def test_fused_head_fp16_scaling_never_overflows_on_large_activations():
+    """The powers of two that keep small gradient entries alive come from bounds on each product, so large
+    hidden states and weights lower them instead of overflowing fp16 (65504) into inf, which a GradScaler
+    would answer by skipping every step."""
+    gen = torch.Generator().manual_seed(0)
+    h = (40 * torch.randn(1024, 32, generator=gen)).requires_grad_()
+    w = (4 * torch.randn(512, 32, generator=gen)).requires_grad_()
+    t = torch.randint(0, 512, (1024,), generator=gen)
+    ref = torch.autograd.grad(cross_entropy(h, w, t, "plain"), (h, w))
+    err = {}
+    for head in ("fused", "plain"):
+        with torch.autocast("cpu", torch.float16):
+            loss = cross_entropy(h, w, t, head, 1024)
+        got = torch.autograd.grad(loss, (h, w))
+        assert all(torch.isfinite(g).all() for g in got), f"the {head} head's gradient overflowed"
+        err[head] = [((g.double() - r.double()).norm() / r.double().norm()).item() for g, r in zip(got, ref)]
+    # fp16 logits of this size are coarse, so both heads are off by about 1e-2; the fused head no further
+    assert all(f <= 1.5 * p for f, p in zip(err["fused"], err["plain"])), err
