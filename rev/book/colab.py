@@ -33,6 +33,7 @@ MARKDOWN_FILES = ("README.md", "colab/README.md")
 #   and fails rather than swap it; `--no-deps` would need a second copy of pyproject's dependency list here.
 # * a running kernel does not re-read .pth files, so the checkout also goes onto sys.path.
 SETUP_CELL = '''\
+#@title Set-up (nothing to read here: it fetches the code when a notebook is opened alone) { display-mode: "form" }
 # Set-up: use the code if it is here; otherwise (Colab, a notebook opened alone) fetch and install it first.
 import importlib.util, subprocess, sys, zipfile
 from importlib.metadata import version
@@ -100,13 +101,21 @@ def add_setup_cell(nb: nbformat.NotebookNode, repo: str = DEFAULT_REPO, ref: str
             REPO_PARAMETERS.format(url=url.group(2) if url else repo_url(repo), ref=ref)
     changed = params.source != before
     second = code_cells(nb)[1]
-    if second.source.startswith(SETUP_CELL.splitlines()[0]):
+    if any(line in SETUP_CELL.splitlines()[:2] for line in second.source.splitlines()[:1]):
         changed |= second.source != SETUP_CELL
         second.source = SETUP_CELL
     else:
-        nb.cells.insert(nb.cells.index(params) + 1, nbformat.v4.new_code_cell(SETUP_CELL))
+        second = nbformat.v4.new_code_cell(SETUP_CELL)
+        nb.cells.insert(nb.cells.index(params) + 1, second)
         changed = True
+    changed |= {k: second.metadata.get(k) for k in SETUP_METADATA} != SETUP_METADATA
+    second.metadata.update(SETUP_METADATA)
     return changed
+
+
+# The set-up cell is the same dull plumbing in every notebook: collapsed, so a learner scrolls past one line (Colab's
+# form view shows its title; JupyterLab and the HTML edition hide the source), still there to open and read.
+SETUP_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 
 
 def references(root: Path = ROOT) -> list[tuple[str, str, str]]:

@@ -100,3 +100,35 @@ def curve_landmarks(run_dir: str | Path, summary: dict, smooth: int = 10) -> dic
     return {"first training loss": float(log["loss"].iloc[0]), **levels,
             "final validation loss": summary["final_val_loss"],
             "tokens to the context-free line": int(below.iloc[0]) if len(below) else None}
+
+
+# --- the training step, shown where it is introduced (notebooks 04 and 05) ---------------------------------------
+
+def listing(obj) -> str:
+    """`obj`'s source as a Markdown code block, for a notebook to show the code it is about to run."""
+    import inspect
+
+    return f"```python\n{inspect.getsource(obj).rstrip()}\n```"
+
+
+def one_step(cfg, prof: ProfileLike, data_dir: str | Path = "data", seed: int = 0) -> dict:
+    """One `train_step` by hand on a fresh model `cfg` (seeded, so two trunks start from the same weights) and the
+    profile's first training batch, at the profile's peak learning rate: the loss before and after the update on
+    that batch and the gradient norm before clipping."""
+    import torch
+
+    from ..core.model import GPT
+    from ..engine.optim import adamw
+    from ..engine.step import train_step
+    from ..engine.train import ensure_data
+
+    prof = get_profile(prof)
+    data = ensure_data(prof, Path(data_dir), progress=False)
+    x, y = data.get_batch("train", prof.batch_size, cfg.seq_len, torch.Generator().manual_seed(seed))
+    torch.manual_seed(seed)
+    model = GPT(cfg)
+    opt = adamw(model, prof.lr, prof.weight_decay)
+    loss, norm = train_step(model, opt, x, y, clip=prof.grad_clip)
+    with torch.no_grad():
+        after = model(x, y)
+    return {"trunk": cfg.trunk, "loss before": float(loss), "loss after": float(after), "gradient norm": float(norm)}

@@ -2,7 +2,7 @@
 
 Forward runs the trunk without a graph and keeps only the final state. Backward walks the layers in
 reverse and, for layer l, lets `integrator.inverse` rebuild the layer's input state. Every update the
-inverse undoes, `t = t' - c * block(s)`, is backpropagated at that moment (`_LayerTape`): the rebuilt `t`
+inverse undoes, `t = t' - c * block(s)`, is backpropagated at that moment (`LayerTape`): the rebuilt `t`
 inherits the gradient of `t'`, and the block is evaluated *with* a graph on a detached leaf so that one
 backward pass through it gives the gradient of its input `s` and of its parameters. That pass frees the
 graph, so at any time only one block component's activations (attention or MLP, for reversible Euler)
@@ -160,7 +160,7 @@ class ReversibleFunction(torch.autograd.Function):
         for layer in reversed(range(len(spec.blocks))):
             if layer + 1 in kept:  # restart from an exact copy of this boundary
                 state = kept.pop(layer + 1)
-            tape = _LayerTape(spec.blocks[layer], stream, ctx.dtype, ctx.autocast, state, grads, owned)
+            tape = LayerTape(spec.blocks[layer], stream, ctx.dtype, ctx.autocast, state, grads, owned)
             grads = None  # the tape holds them now, and drops each one as soon as it is replaced
             state = spec.integrator.inverse(state, tape.call, spec.h, layer, tape.sub)
             grads = tape.input_grads(state)
@@ -168,7 +168,7 @@ class ReversibleFunction(torch.autograd.Function):
         return (None, *(g.to(ctx.dtype) for g in grads), *param_grads)
 
 
-class _LayerTape:
+class LayerTape:
     """The `call` and `sub` that `integrator.inverse` runs with in backward: undo one layer and
     backpropagate it, update by update.
 

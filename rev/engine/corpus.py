@@ -33,7 +33,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
-from .data import EOT, FORMAT, SPLITS, DataError, _sha256, load
+from .data import EOT, FORMAT, SPLITS, DataError, sha256_file, load
 from .files import read_json
 from . import tinystories
 from .stories import story_at
@@ -379,7 +379,7 @@ def _build(req: dict[str, Any], corpus: _Corpus, folder: Path, name: str, progre
         "format": FORMAT, "request": req, "source": req["source"],
         "vocab_size": tok.get_vocab_size(), "requested_vocab_size": req["vocab_size"],
         "eot_token": EOT, "eot_id": eot_id, "dtype": "uint16", "eot_position": "before each story",
-        "tokenizer_sha256": _sha256(folder / "tokenizer.json"),
+        "tokenizer_sha256": sha256_file(folder / "tokenizer.json"),
         "max_token_id": max(s["max_token_id"] for s in splits.values()),
         "splits": splits, "tokens": total,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "build_seconds": round(seconds, 3),

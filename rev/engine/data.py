@@ -39,7 +39,7 @@ def _blake2b(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -75,7 +75,7 @@ def _check_tokenizer(folder: Path, meta: dict[str, Any]) -> Tokenizer:
     path = folder / "tokenizer.json"
     if not path.is_file():
         raise DataError(f"{path} is missing; prepare the corpus again (the token files cannot be read without it)")
-    if _sha256(path) != meta.get("tokenizer_sha256"):
+    if sha256_file(path) != meta.get("tokenizer_sha256"):
         raise DataError(f"{path} is not the tokenizer that encoded the token files in {folder} (its hash differs "
                         f"from meta.json): the files were mixed from different corpora; prepare the corpus again")
     tok = Tokenizer.from_file(str(path))

@@ -35,6 +35,10 @@ def test_setup_cell_follows_the_parameters_and_is_the_same_everywhere(path):
     assert setup.source == colab.SETUP_CELL, (
         f"{path.name}: the second code cell is not rev.book.colab.SETUP_CELL; put it back with "
         f"`rev.book.colab.add_setup_cell` (edit the cell in colab.py, never in one notebook)")
+    assert setup.metadata.get("jupyter", {}).get("source_hidden") and setup.metadata.get("cellView") == "form", (
+        f"{path.name}: the set-up cell is not collapsed (JupyterLab source_hidden, Colab form view): "
+        f"`rev.book.colab.add_setup_cell` sets both")
+    assert setup.source.startswith("#@title "), f"{path.name}: Colab's form view needs the #@title line first"
     for name in ("REPO_URL", "REPO_REF", "BUNDLE_ZIP", "RESULTS_DIR", "DATA_DIR"):
         assert f"\n{name} = " in "\n" + params.source, f"{path.name}: the parameters cell does not set {name}"
     assert '"../' not in params.source, f"{path.name}: a default relative to notebooks/ is back (cwd-dependent)"

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from rev import GPT, GPTConfig, reconstruction_error
 from rev.core.model import auto_pos_chunk
-from rev.core.reversible import _LayerTape, position_chunks
+from rev.core.reversible import LayerTape, position_chunks
 from rev.engine.maxbatch import measure_memory_line
 
 V, T = 64, 16
@@ -61,7 +61,7 @@ def test_chunked_gradients_fp32_and_bf16_autocast(trunk):
 def test_dropping_one_chunk_is_caught(monkeypatch):
     """The equality above has teeth: losing one chunk's parameter gradients (here the second chunk of every
     layer's MLP) gives gradients far outside its bound."""
-    real = _LayerTape._add_param_grads
+    real = LayerTape._add_param_grads
     seen: dict[int, int] = {}
 
     def drop_second(self, got):
@@ -70,7 +70,7 @@ def test_dropping_one_chunk_is_caught(monkeypatch):
             real(self, got)
 
     whole = _grads(_model("reveuler_rev", 0))[1]
-    monkeypatch.setattr(_LayerTape, "_add_param_grads", drop_second)
+    monkeypatch.setattr(LayerTape, "_add_param_grads", drop_second)
     assert _worst_relative(_grads(_model("reveuler_rev", 5))[1], whole) > 1e-3
 
 

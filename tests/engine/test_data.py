@@ -109,7 +109,7 @@ def test_meta_records_sizes_hashes_and_counts(corpus):
         info = meta["splits"][split]
         assert (corpus / info["file"]).stat().st_size == info["bytes"] == 2 * info["tokens"]
         assert rdata._blake2b(corpus / info["file"]) == info["blake2b"]
-    assert meta["tokenizer_sha256"] == rdata._sha256(corpus / "tokenizer.json")
+    assert meta["tokenizer_sha256"] == rdata.sha256_file(corpus / "tokenizer.json")
 
 
 def test_sampler_is_deterministic_and_shifted(corpus):

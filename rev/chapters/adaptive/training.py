@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from ...core.model import GPT
 from ...engine.optim import adamw
+from ...engine.step import train_step
 from .measure import clone_model, fixed_spacing, state_bytes, stored_twin
 from .placement import grad_error
 from .policy import AdaptiveCheckpointer, AdaptivePolicy, FixedPolicy
@@ -46,11 +47,7 @@ def train_with_checkpointer(model: GPT, get_batch: Callable[[int], tuple[Tensor,
         t0 = time.perf_counter()
         fields = checkpointer.on_step(model, step, x, y) if checkpointer is not None else {}
         t1 = time.perf_counter()
-        loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        opt.step()
+        loss, _ = train_step(model, opt, x, y, clip=grad_clip)
         t2 = time.perf_counter()
         loss_v = float(loss.detach())
         if not math.isfinite(loss_v):

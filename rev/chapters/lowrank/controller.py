@@ -17,7 +17,7 @@ from dataclasses import dataclass, field as dc_field
 import torch
 from torch import Tensor
 
-from .splitting import LowRank, _rel, _t, at_step, defect, enrich, field, ksl_step, reverse_step, rho
+from .splitting import LowRank, rel_error, transposed, at_step, defect, enrich, field, ksl_step, reverse_step, rho
 
 
 @dataclass
@@ -94,7 +94,7 @@ def forward_keep(st: LowRank, seq: Tensor, A: Tensor, C: Tensor, h: float, spaci
 def _gauge(a: LowRank, b: LowRank) -> tuple[Tensor, Tensor]:
     """Orthogonal matrices (up to the reconstruction error) with b ~ (a.X Qx, Qx^T a.S Qv, a.V Qv): two factor
     triples of one F differ by a rotation inside each subspace, and cotangents must be carried across it."""
-    return (_t(a.X) @ b.X).detach(), (_t(a.V) @ b.V).detach()
+    return (transposed(a.X) @ b.X).detach(), (transposed(a.V) @ b.V).detach()
 
 
 def reversal_gradients(st0: LowRank, seq: Tensor, A: Tensor, C: Tensor, h: float, spacing: int, tau_grad: float,
@@ -116,7 +116,7 @@ def reversal_gradients(st0: LowRank, seq: Tensor, A: Tensor, C: Tensor, h: float
                 cur = kept[t]
             else:
                 cur = reverse_step(above, p, At, Ct, h)
-                local = float(_rel(ksl_step(cur, p, At, Ct, h).dense(), above.dense()).max())
+                local = float(rel_error(ksl_step(cur, p, At, Ct, h).dense(), above.dense()).max())
                 worst = max(worst, local)
                 if local > tau_grad:  # reload: recompute from the checkpoint below instead of trusting the reverse
                     base = t - t % spacing
@@ -129,7 +129,7 @@ def reversal_gradients(st0: LowRank, seq: Tensor, A: Tensor, C: Tensor, h: float
             Ad, Cd = A.detach().requires_grad_(), C.detach().requires_grad_()
             out = ksl_step(LowRank(Xi, Si, Vi), p, at_step(Ad, t, T), at_step(Cd, t, T), h)
             Qx, Qv = _gauge(out, above)
-            outs = (out.X @ Qx, _t(Qx) @ out.S @ Qv, out.V @ Qv)
+            outs = (out.X @ Qx, transposed(Qx) @ out.S @ Qv, out.V @ Qv)
             gX, gS, gV, a, c = torch.autograd.grad(outs, (Xi, Si, Vi, Ad, Cd), (gX, gS, gV))
         dA += a
         dC += c

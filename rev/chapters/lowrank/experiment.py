@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from ...engine.memory import peak_memory
 from .sizes import LowRankSizes
 from .controller import forward_keep, reversal_gradients
-from .splitting import _rel, at_step, dense_step, defect, initial_state, ksl_step, reverse_step, rho
+from .splitting import rel_error, at_step, dense_step, defect, initial_state, ksl_step, reverse_step, rho
 
 SIDE, CLASSES = 8, 10
 
@@ -133,5 +133,5 @@ def rebuild_drift(model: MatrixODE, x: Tensor, rank: int) -> list[float]:
         drift = []
         for t in range(x.shape[1] - 1, -1, -1):
             cur = reverse_step(cur, x[:, t], *model.at(t, x.shape[1]), model.h)
-            drift.append(float(_rel(cur.dense(), kept[t].dense()).max()))
+            drift.append(float(rel_error(cur.dense(), kept[t].dense()).max()))
     return drift[::-1]

@@ -40,7 +40,7 @@ class LowRank(NamedTuple):
         return self.X @ self.S @ self.V.transpose(-1, -2)
 
 
-def _t(M: Tensor) -> Tensor:
+def transposed(M: Tensor) -> Tensor:
     return M.transpose(-1, -2)
 
 
@@ -86,17 +86,17 @@ def k_substep(st: LowRank, p: Tensor, A: Tensor, C: Tensor, h: float) -> LowRank
 
 def s_substep(st: LowRank, p: Tensor, A: Tensor, C: Tensor, h: float) -> LowRank:
     """Backward in time: dS/dt = -(M S + b) with M = X^T A X, b = p X^T C V."""
-    M = _t(st.X) @ A @ st.X
-    b = _t(st.X) @ (p[:, None, None] * C) @ st.V
+    M = transposed(st.X) @ A @ st.X
+    b = transposed(st.X) @ (p[:, None, None] * C) @ st.V
     return LowRank(st.X, affine_flow(-M, st.S, -b, h), st.V)
 
 
 def l_substep(st: LowRank, p: Tensor, A: Tensor, C: Tensor, h: float) -> LowRank:
     """dL^T/dt = M L^T + p X^T C with L^T = S V^T (r x n), then L = V1 S1^T by QR."""
-    M = _t(st.X) @ A @ st.X
-    Lt = affine_flow(M, st.S @ _t(st.V), _t(st.X) @ (p[:, None, None] * C), h)
-    V1, R = _qr(_t(Lt))
-    return LowRank(st.X, _t(R), V1)
+    M = transposed(st.X) @ A @ st.X
+    Lt = affine_flow(M, st.S @ transposed(st.V), transposed(st.X) @ (p[:, None, None] * C), h)
+    V1, R = _qr(transposed(Lt))
+    return LowRank(st.X, transposed(R), V1)
 
 
 def ksl_step(st: LowRank, p: Tensor, A: Tensor, C: Tensor, h: float) -> LowRank:
@@ -112,7 +112,7 @@ def reverse_step(st: LowRank, p: Tensor, A: Tensor, C: Tensor, h: float) -> LowR
 def from_dense(F: Tensor, rank: int) -> LowRank:
     """The best rank-`rank` approximation of F (truncated SVD) as factors."""
     U, s, Vh = torch.linalg.svd(F, full_matrices=False)
-    return LowRank(U[..., :rank], torch.diag_embed(s[..., :rank]), _t(Vh)[..., :rank])
+    return LowRank(U[..., :rank], torch.diag_embed(s[..., :rank]), transposed(Vh)[..., :rank])
 
 
 def initial_state(batch: int, m: int, n: int, rank: int, alpha: float, dtype=torch.float32) -> LowRank:
@@ -123,7 +123,7 @@ def initial_state(batch: int, m: int, n: int, rank: int, alpha: float, dtype=tor
     return LowRank(eye_m.expand(batch, m, rank).clone(), S, eye_n.expand(batch, n, rank).clone())
 
 
-def _rel(a: Tensor, b: Tensor) -> Tensor:
+def rel_error(a: Tensor, b: Tensor) -> Tensor:
     """Per-sample |a - b|_F / (|b|_F + eps)."""
     return (a - b).flatten(1).norm(dim=1) / (b.flatten(1).norm(dim=1) + EPS)
 
@@ -132,12 +132,12 @@ def defect(st: LowRank, p: Tensor, A: Tensor, C: Tensor, h: float) -> Tensor:
     """delta = |Phi_rev(-h)(Phi(h)(F)) - F| / (|F| + eps) per sample: forward at the state's rank, back with the
     reverse map at full rank (= the dense flow, see the module docstring)."""
     F1 = ksl_step(st, p, A, C, h).dense()
-    return _rel(dense_step(F1, p, A, C, -h), st.dense())
+    return rel_error(dense_step(F1, p, A, C, -h), st.dense())
 
 
 def roundtrip_defect(st: LowRank, p: Tensor, A: Tensor, C: Tensor, h: float) -> Tensor:
     """The same round trip with the reverse at the state's own rank: it inverts the step at any rank."""
-    return _rel(reverse_step(ksl_step(st, p, A, C, h), p, A, C, h).dense(), st.dense())
+    return rel_error(reverse_step(ksl_step(st, p, A, C, h), p, A, C, h).dense(), st.dense())
 
 
 def rho(st: LowRank, eps: float = EPS) -> Tensor:
@@ -148,13 +148,13 @@ def rho(st: LowRank, eps: float = EPS) -> Tensor:
 
 def tangent_residual(st: LowRank, G: Tensor) -> Tensor:
     """R = G - P_F G, with P_F G = X X^T G + G V V^T - X X^T G V V^T (the tangent space at F)."""
-    XXt, VVt = st.X @ _t(st.X), st.V @ _t(st.V)
+    XXt, VVt = st.X @ transposed(st.X), st.V @ transposed(st.V)
     return G - XXt @ G - G @ VVt + XXt @ G @ VVt
 
 
 def _new_directions(basis: Tensor, Y: Tensor) -> Tensor:
     for _ in range(2):  # twice: one Gram-Schmidt pass loses orthogonality when Y is nearly inside the basis
-        Y = Y - basis @ (_t(basis) @ Y)
+        Y = Y - basis @ (transposed(basis) @ Y)
     return _qr(Y)[0]
 
 
@@ -165,7 +165,7 @@ def enrich(st: LowRank, G: Tensor, k: int, alpha: float, gen: torch.Generator | 
     B, m, n = R.shape
     om_v = torch.randn(n, k, generator=gen, dtype=R.dtype).to(R.device)
     om_x = torch.randn(m, k, generator=gen, dtype=R.dtype).to(R.device)
-    Qx, Qv = _new_directions(st.X, R @ om_v), _new_directions(st.V, _t(R) @ om_x)
+    Qx, Qv = _new_directions(st.X, R @ om_v), _new_directions(st.V, transposed(R) @ om_x)
     r = st.rank
     S = torch.zeros(B, r + k, r + k, dtype=st.S.dtype, device=st.S.device)
     S[:, :r, :r] = st.S

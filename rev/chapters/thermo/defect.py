@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .problems import (Field, Problem, _check_eta, _check_positive_int, _check_same_shape, _check_vector,
-                       _grad_and_value)
+from .problems import (Field, Problem, check_eta, check_positive_int, check_same_shape, check_vector,
+                       grad_and_value)
 
 # ----------------------------------------------------------------------------------------------------------
 # steps, flows and round trips
@@ -29,9 +29,9 @@ def gd_step(update: Field, theta: Tensor, eta: float) -> Tensor:
 
 def gd_trajectory(problem: Problem, eta: float, n_steps: int, theta0: Tensor | None = None) -> Tensor:
     """The visited points of plain gradient descent, shape (n_steps + 1, dim)."""
-    eta = _check_eta(eta)
-    n_steps = _check_positive_int(n_steps, "n_steps", 0)
-    theta = _check_vector(problem.theta0 if theta0 is None else theta0, "theta0")
+    eta = check_eta(eta)
+    n_steps = check_positive_int(n_steps, "n_steps", 0)
+    theta = check_vector(problem.theta0 if theta0 is None else theta0, "theta0")
     out = [theta]
     for _ in range(n_steps):
         theta = gd_step(problem.update, theta, eta)
@@ -41,8 +41,8 @@ def gd_trajectory(problem: Problem, eta: float, n_steps: int, theta0: Tensor | N
 
 def flow_rk4(update: Field, theta: Tensor, time: float, n_sub: int = 16) -> Tensor:
     """Gradient flow d theta/dt = -U(theta) integrated for `time` with n_sub classical RK4 steps."""
-    time = _check_eta(time, "time")
-    n_sub = _check_positive_int(n_sub, "n_sub")
+    time = check_eta(time, "time")
+    n_sub = check_positive_int(n_sub, "n_sub")
     h = time / n_sub
     for _ in range(n_sub):
         k1 = -update(theta)
@@ -55,18 +55,18 @@ def flow_rk4(update: Field, theta: Tensor, time: float, n_sub: int = 16) -> Tens
 
 def reverse_step(update: Field, theta: Tensor, eta: float) -> Tensor:
     """The time-reversed step theta + eta U(theta): a step with -eta."""
-    return gd_step(update, theta, -_check_eta(eta))
+    return gd_step(update, theta, -check_eta(eta))
 
 
 def round_trip(update: Field, theta: Tensor, eta: float) -> Tensor:
     """A step with +eta, then a step with -eta from the new point. Gradient flow would come back exactly."""
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     return reverse_step(update, gd_step(update, theta, eta), eta)
 
 
 def quadratic_round_trip_prediction(a: Tensor, theta: Tensor, eta: float) -> Tensor:
     """For L = theta.A.theta/2 the round trip is exactly theta - eta^2 A^2 theta."""
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     if a.dim() != 2 or a.shape[0] != a.shape[1] or a.shape[1] != theta.shape[-1]:
         raise ValueError(f"A must be square and match theta: A {tuple(a.shape)}, theta {tuple(theta.shape)}")
     return theta - eta ** 2 * (a @ (a @ theta))
@@ -77,7 +77,7 @@ def fine_steps(update: Field, theta: Tensor, eta: float, k: int) -> Tensor:
 
     k >= 0: 2^k steps of eta/2^k (the step halved k times). k < 0: one step of eta * 2^|k|.
     """
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     if k >= 0:
         h = eta / 2 ** k
         for _ in range(2 ** k):
@@ -92,12 +92,12 @@ def fine_steps(update: Field, theta: Tensor, eta: float, k: int) -> Tensor:
 
 def grad_phi(problem: Problem, theta: Tensor, eta: float) -> Tensor:
     """grad (eta/4)|U|^2 = (eta/2) J U, the vector every potential is compared against."""
-    return _check_eta(eta) / 2 * problem.ju(theta)
+    return check_eta(eta) / 2 * problem.ju(theta)
 
 
 def modified_update(problem: Problem, eta: float) -> Field:
     """U_hat = U + (eta/2) J U, the first-order modified field of backward error analysis."""
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     return lambda th: problem.update(th) + eta / 2 * problem.ju(th)
 
 
@@ -129,8 +129,8 @@ def renormalised_potential(loss: Callable[[Tensor], Tensor], eta: float, k: int)
     To first order F_k = L + g(k) eta |U|^2. The returned function must see a theta that requires grad;
     every level adds a double backward, so keep k small.
     """
-    eta = _check_eta(eta)
-    k = _check_positive_int(k, "k", 0)
+    eta = check_eta(eta)
+    k = check_positive_int(k, "k", 0)
     potential = loss
     for level in range(k):
         def refined(theta: Tensor, prev: Callable[[Tensor], Tensor] = potential,
@@ -146,7 +146,7 @@ def renormalised_potential(loss: Callable[[Tensor], Tensor], eta: float, k: int)
 def renormalised_update(loss: Callable[[Tensor], Tensor], eta: float, k: int) -> Field:
     """U_k = grad F_k (see `renormalised_potential`), as a plain field theta -> U_k(theta)."""
     potential = renormalised_potential(loss, eta, k)
-    return lambda theta: _grad_and_value(potential, theta)[0]
+    return lambda theta: grad_and_value(potential, theta)[0]
 
 
 def entropy_production(theta: Tensor, theta_next: Tensor, u: Tensor, u_next: Tensor, eta: float,
@@ -156,11 +156,11 @@ def entropy_production(theta: Tensor, theta_next: Tensor, u: Tensor, u_next: Ten
     The forward kernel is N(theta - eta U(theta), 2 eta T); the backward one starts at theta'. Works on batches
     (leading dimensions) and sums over the last one.
     """
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0 for the densities to exist, got {temperature!r}; "
                          "use entropy_production_identity for the T -> 0 limit of T * Sigma")
-    _check_same_shape(theta=theta, theta_next=theta_next, u=u, u_next=u_next)
+    check_same_shape(theta=theta, theta_next=theta_next, u=u, u_next=u_next)
     sigma = math.sqrt(2 * eta * temperature)
     fwd = torch.distributions.Normal(theta - eta * u, sigma).log_prob(theta_next).sum(-1)
     bwd = torch.distributions.Normal(theta_next - eta * u_next, sigma).log_prob(theta).sum(-1)
@@ -174,8 +174,8 @@ def entropy_production_identity(theta: Tensor, theta_next: Tensor, u: Tensor, u_
     The first term is the trapezoid rule for the heat -int U.dtheta (= -Delta L for U = grad L, up to
     O(Delta^3)); the second is the increment of phi_ST = (eta/4)|U|^2.
     """
-    eta = _check_eta(eta)
-    _check_same_shape(theta=theta, theta_next=theta_next, u=u, u_next=u_next)
+    eta = check_eta(eta)
+    check_same_shape(theta=theta, theta_next=theta_next, u=u, u_next=u_next)
     delta = theta_next - theta
     heat = -(delta * (u + u_next)).sum(-1) / 2
     return heat + eta / 4 * (u_next.pow(2).sum(-1) - u.pow(2).sum(-1))

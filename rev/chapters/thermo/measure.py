@@ -19,7 +19,7 @@ from torch import Tensor
 from .defect import (coupling, coupling_recursion, entropy_production, entropy_production_identity, fine_steps,
                      flow_rk4, gd_step, quadratic_round_trip_prediction, renormalised_update, reverse_step,
                      round_trip)
-from .problems import DTYPE, Field, Problem, _check_eta, _check_positive_int, top_curvature, torch_threads
+from .problems import DTYPE, Field, Problem, check_eta, check_positive_int, top_curvature, torch_threads
 
 POTENTIALS = ("DE", "TA", "TR", "ST")
 
@@ -73,16 +73,16 @@ def measure_potentials(problem: Problem, eta: float, total_time: float, n_points
     `batches(i)` is the problem of step i (an SGD path: the minibatch loss, see `minibatch_stream`); every
     potential of that step is then measured and predicted with its field U_B, so phi = (eta/4)|U_B|^2.
     """
-    eta = _check_eta(eta)
-    total_time = _check_eta(total_time, "total_time")
-    n_points = _check_positive_int(n_points, "n_points")
+    eta = check_eta(eta)
+    total_time = check_eta(total_time, "total_time")
+    n_points = check_positive_int(n_points, "n_points")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature!r}")
     unknown = set(potentials) - set(POTENTIALS)
     if unknown or not potentials:
         raise ValueError(f"potentials must be a non-empty subset of {POTENTIALS}, got {potentials!r}")
     if "TR" in potentials:
-        _check_positive_int(k_tr, "k_tr (step halvings; g(0) = 0 leaves nothing to compare)")
+        check_positive_int(k_tr, "k_tr (step halvings; g(0) = 0 leaves nothing to compare)")
     n_steps = max(1, int(round(total_time / eta)))
     # fixed times j * total_time / n_points, the same for every eta when n_points divides n_steps
     points = {int(round(j * n_steps / n_points)) for j in range(n_points)}
@@ -126,7 +126,7 @@ def measure_potentials(problem: Problem, eta: float, total_time: float, n_points
 
 def minibatch_stream(problem: Problem, batch_size: int, seed: int = 0) -> Callable[[int], Problem]:
     """step -> the problem on that step's minibatch (rows drawn without replacement, reproducible per step)."""
-    _check_positive_int(batch_size, "batch_size")
+    check_positive_int(batch_size, "batch_size")
     if not 0 < batch_size <= problem.n_samples:
         raise ValueError(f"batch_size must be in 1..{problem.n_samples} for {problem.name}, got {batch_size}")
 
@@ -138,8 +138,8 @@ def minibatch_stream(problem: Problem, batch_size: int, seed: int = 0) -> Callab
 
 def eta_grid(eta_max: float, n_etas: int) -> list[float]:
     """eta_max, eta_max/2, ... (n_etas values): each halving should halve the relative error."""
-    eta_max = _check_eta(eta_max, "eta_max")
-    return [eta_max / 2 ** j for j in range(_check_positive_int(n_etas, "n_etas"))]
+    eta_max = check_eta(eta_max, "eta_max")
+    return [eta_max / 2 ** j for j in range(check_positive_int(n_etas, "n_etas"))]
 
 
 def potential_sweep(problems: Iterable[Problem], n_etas: int = 6, stability: float = 0.5,
@@ -224,7 +224,7 @@ def measure_coupling(problem: Problem, eta: float, ks: Sequence[int], theta: Ten
     Over a time T = eta * max(1, 2^-k), stepping with the bare U at step eta 2^-k differs from stepping at
     step eta by T (U_k - U) = T * 2 g(k) eta J U, to leading order.
     """
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     theta = problem.theta0 if theta is None else theta
     ju = problem.ju(theta)
     out = []
@@ -244,7 +244,7 @@ def renormalisation_mismatch(problem: Problem, eta: float, k: int, renormalised:
 
     With the renormalised field the mismatch is O(eta^3); with the bare field it is O(eta^2).
     """
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     f = renormalised_update(problem.loss, eta, k) if renormalised else problem.update
     fine = fine_steps(f, problem.theta0, eta, k)
     return float((fine - gd_step(problem.update, problem.theta0, eta)).norm())
@@ -282,7 +282,7 @@ def round_trip_table(problem: Problem, etas: Sequence[float]) -> pd.DataFrame:
 def entropy_identity_table(temperatures: Sequence[float], eta: float = 0.3, n: int = 1000, dim: int = 16,
                            seed: int = 0) -> pd.DataFrame:
     """T * Sigma from the Gaussian densities against the closed form, for random (non-gradient) fields U."""
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     g = torch.Generator().manual_seed(seed)
     rows = []
     for t in temperatures:

@@ -22,28 +22,28 @@ Field = Callable[[Tensor], Tensor]
 # input checks: fail early, and say what to do
 # ----------------------------------------------------------------------------------------------------------
 
-def _check_eta(eta: float, name: str = "eta") -> float:
+def check_eta(eta: float, name: str = "eta") -> float:
     if not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta <= 0:
         raise ValueError(f"{name} must be a positive finite step size, got {eta!r}; the sign of the step is "
                          "the arrow of time, so pass a positive eta and use the reverse-step functions for -eta")
     return float(eta)
 
 
-def _check_vector(x: Tensor, name: str) -> Tensor:
+def check_vector(x: Tensor, name: str) -> Tensor:
     if not isinstance(x, Tensor) or x.dim() != 1:
         raise ValueError(f"{name} must be a 1-D tensor (flatten the parameters first), got "
                          f"{type(x).__name__} with shape {getattr(x, 'shape', None)}")
     return x
 
 
-def _check_same_shape(**tensors: Tensor) -> None:
+def check_same_shape(**tensors: Tensor) -> None:
     shapes = {k: tuple(v.shape) for k, v in tensors.items()}
     if len(set(shapes.values())) != 1:
         raise ValueError(f"shapes must match, got {shapes}: all states and update vectors live in the same "
                          "parameter space")
 
 
-def _check_positive_int(n: int, name: str, minimum: int = 1) -> int:
+def check_positive_int(n: int, name: str, minimum: int = 1) -> int:
     if not isinstance(n, (int, np.integer)) or n < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
     return int(n)
@@ -65,7 +65,7 @@ def torch_threads(n: int):
 # test problems: a loss of one flat float64 parameter vector
 # ----------------------------------------------------------------------------------------------------------
 
-def _grad_and_value(loss: Callable[[Tensor], Tensor], theta: Tensor) -> tuple[Tensor, Tensor]:
+def grad_and_value(loss: Callable[[Tensor], Tensor], theta: Tensor) -> tuple[Tensor, Tensor]:
     # plain autograd, not torch.func: no first-use set-up (seconds on a small CPU) for a tiny problem
     with torch.enable_grad():
         th = theta.detach().requires_grad_(True)
@@ -93,10 +93,10 @@ class Problem:
         return Problem(f"{self.name}[{len(rows)}]", lambda th: rows_loss(th, rows), self.theta0)
 
     def update(self, theta: Tensor) -> Tensor:
-        return _grad_and_value(self.loss, theta)[0]
+        return grad_and_value(self.loss, theta)[0]
 
     def update_and_loss(self, theta: Tensor) -> tuple[Tensor, Tensor]:
-        return _grad_and_value(self.loss, theta)
+        return grad_and_value(self.loss, theta)
 
     def hvp(self, theta: Tensor, v: Tensor) -> Tensor:
         """Hessian . v by double backward (the Hessian of a scalar is symmetric, so J v = H v)."""
@@ -113,12 +113,12 @@ class Problem:
 
     def phi(self, theta: Tensor, eta: float) -> float:
         """The predicted potential (eta/4) |U|^2."""
-        return float(_check_eta(eta) / 4 * self.update(theta).pow(2).sum())
+        return float(check_eta(eta) / 4 * self.update(theta).pow(2).sum())
 
 
 def quadratic_problem(dim: int = 8, seed: int = 0, spectrum: tuple[float, float] = (0.2, 1.0)) -> Problem:
     """L = theta.A.theta/2 with A symmetric positive definite, eigenvalues spread over `spectrum`."""
-    _check_positive_int(dim, "dim")
+    check_positive_int(dim, "dim")
     g = torch.Generator().manual_seed(seed)
     q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=g, dtype=DTYPE))
     lam = torch.linspace(spectrum[0], spectrum[1], dim, dtype=DTYPE)

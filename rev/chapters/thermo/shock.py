@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...engine.device import pick_device
-from .problems import _check_positive_int, torch_threads
+from .problems import check_positive_int, torch_threads
 from .sizes import FluctuationSizes
 
 @dataclass
@@ -47,9 +47,9 @@ def reversal_batch(batch_size: int, seq_len: int, vocab_size: int, noise: float,
       {4 .. V-1}, and a corrupted label is a uniform draw from {4 .. V-1}, which hits the clean token
       1/(V-4) of the time (the paper's description, taken literally).
     """
-    _check_positive_int(batch_size, "batch_size")
-    _check_positive_int(seq_len, "seq_len")
-    _check_positive_int(vocab_size, "vocab_size", 3 if layout == "distinct" else PAPER_RESERVED + 2)
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(seq_len, "seq_len")
+    check_positive_int(vocab_size, "vocab_size", 3 if layout == "distinct" else PAPER_RESERVED + 2)
     if not 0 <= noise < 1:
         raise ValueError(f"noise must be a rate in [0, 1), got {noise!r}")
     if layout not in LAYOUTS:
@@ -229,7 +229,7 @@ def windowed_variance(x: Sequence[float], window: int, detrend: bool = True,
     update norm (training still settling) is not counted as fluctuation. `breaks` are indices where a new
     segment starts (the LR change): no window straddles one, so a jump in level is not read as variance.
     """
-    window = _check_positive_int(window, "window", 3)
+    window = check_positive_int(window, "window", 3)
     x = np.asarray(x, float)
     edges = [0, *sorted(int(b) for b in breaks if 0 < b < len(x)), len(x)]
     out = np.full(len(x), np.nan)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .defect import flow_rk4, gd_step
-from .problems import DTYPE, Problem, _check_eta, _check_positive_int, _check_same_shape, _grad_and_value
+from .problems import DTYPE, Problem, check_eta, check_positive_int, check_same_shape, grad_and_value
 
 # ----------------------------------------------------------------------------------------------------------
 # symmetry: phi_DE breaks rescaling, keeps rotations
@@ -33,15 +33,15 @@ def balance_drift(eta: float, n_steps: int, a0: Sequence[float] = (2.0,), b0: Se
     L + phi_DE predicts dD/dt = -eta l'^2 D, i.e. log D drops by eta^2 l'(a.b)^2 per step, toward |a| = |b|.
     Returned arrays have n_steps + 1 entries (time = eta * index); `flow=False` skips the RK4 reference.
     """
-    eta = _check_eta(eta)
-    n_steps = _check_positive_int(n_steps, "n_steps")
+    eta = check_eta(eta)
+    n_steps = check_positive_int(n_steps, "n_steps")
     a0 = torch.as_tensor(a0, dtype=DTYPE)
     b0 = torch.as_tensor(b0, dtype=DTYPE)
-    _check_same_shape(a0=a0, b0=b0)
+    check_same_shape(a0=a0, b0=b0)
     n = a0.numel()
 
     def update(th: Tensor) -> Tensor:
-        return _grad_and_value(lambda t: product_loss(t[:n], t[n:]), th)[0]
+        return grad_and_value(lambda t: product_loss(t[:n], t[n:]), th)[0]
 
     def charge(th: Tensor) -> float:
         return float(th[:n].pow(2).sum() - th[n:].pow(2).sum())
@@ -79,7 +79,7 @@ def symmetry_defects(eta: float, dim: int = 3, seed: int = 0) -> pd.DataFrame:
     relative change of phi_DE under the map; `equivariance` is |GD(g theta) - g GD(theta)| / |eta U|.
     Rotations: both ~ rounding. Rescaling: both O(1).
     """
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     g = torch.Generator().manual_seed(seed)
     target = torch.randn(dim, dim, generator=g, dtype=DTYPE)
     w1 = torch.randn(dim, dim, generator=g, dtype=DTYPE)

@@ -16,9 +16,9 @@ import numpy as np
 from torch import Tensor, nn
 
 from ...engine.optim import Schedule
-from .codec import _bitwise_eq, ulp_distance
+from .codec import bitwise_equal, ulp_distance
 from .records import BF16DIFF, DROPPED, F32DIFF, Trace, check_model, weights_hash
-from .walk import _walk
+from .walk import walk_steps
 
 
 @dataclass
@@ -55,7 +55,7 @@ def reversibility_score(model: nn.Module, trace: Trace, reference: nn.Module | M
         raise ValueError("reversibility_score needs the model at the trace's last step (its weights do not "
                          "match the recorded final hash); pass from_step=... if it is elsewhere")
     final = {n: p.detach().clone() for n, p in work.named_parameters()}
-    _walk(work, trace, start, 0, None, strict=False, on_step=None)
+    walk_steps(work, trace, start, 0, None, strict=False, on_step=None)
     if reference is not None:
         ref = dict(reference.named_parameters()) if isinstance(reference, nn.Module) else dict(reference)
         return _measured_score(work, final, ref)
@@ -84,7 +84,7 @@ def _measured_score(work: nn.Module, final: Mapping[str, Tensor], ref: Mapping[s
         err_sq += float(d.pow(2).sum())
         disp_sq += float((final[n].double() - r.double()).pow(2).sum())
         err_max = max(err_max, float(d.abs().max()) if d.numel() else 0.0)
-        wrong += int((~_bitwise_eq(p.detach(), r)).sum())
+        wrong += int((~bitwise_equal(p.detach(), r)).sum())
         if p.dtype.is_floating_point:
             max_ulps = max(max_ulps, int(np.abs(ulp_distance(r, p.detach())).max()))
     exact = wrong == 0

@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 
 # float dtype -> same-width integer dtype, to read and write bit patterns
-_INT_OF = {torch.float64: torch.int64, torch.float32: torch.int32,
+INT_OF = {torch.float64: torch.int64, torch.float32: torch.int32,
            torch.bfloat16: torch.int16, torch.float16: torch.int16}
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _SINT_OF_SIZE = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
@@ -49,21 +49,21 @@ _DTYPES = {str(d).removeprefix("torch."): d for d in
             torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)}
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _dtype_from(name: str) -> torch.dtype:
+def dtype_from(name: str) -> torch.dtype:
     if name not in _DTYPES:
         raise ValueError(f"trace holds a tensor of dtype {name!r}, which this version cannot restore")
     return _DTYPES[name]
 
 
-def _bits(t: Tensor) -> np.ndarray:
+def bits_of(t: Tensor) -> np.ndarray:
     """The bit patterns of `t` as a flat unsigned numpy array (a copy for non-CPU tensors)."""
     t = t.detach()
-    if t.dtype in _INT_OF:
-        t = t.view(_INT_OF[t.dtype])
+    if t.dtype in INT_OF:
+        t = t.view(INT_OF[t.dtype])
     elif t.dtype not in _DTYPES.values():
         raise ValueError(f"cannot trace a tensor of dtype {t.dtype}: only float and integer tensors are supported")
     arr = t.cpu().contiguous().numpy().reshape(-1)
@@ -71,16 +71,16 @@ def _bits(t: Tensor) -> np.ndarray:
 
 
 def _write_bits(t: Tensor, bits: np.ndarray) -> None:
-    """Overwrite `t` in place with the bit patterns `bits` (same layout as `_bits`)."""
+    """Overwrite `t` in place with the bit patterns `bits` (same layout as `bits_of`)."""
     signed = torch.from_numpy(np.ascontiguousarray(bits).view(_SINT_OF_SIZE[bits.dtype.itemsize]))
     target = t.detach()
-    target = target.view(_INT_OF[t.dtype]) if t.dtype in _INT_OF else target
+    target = target.view(INT_OF[t.dtype]) if t.dtype in INT_OF else target
     target.copy_(signed.reshape(t.shape))
 
 
 def _tensor_from_bits(bits: np.ndarray, dtype: torch.dtype, shape: Sequence[int]) -> Tensor:
     signed = torch.from_numpy(np.ascontiguousarray(bits).view(_SINT_OF_SIZE[bits.dtype.itemsize]).copy())
-    out = signed.view(dtype) if dtype in _INT_OF else signed.to(dtype)
+    out = signed.view(dtype) if dtype in INT_OF else signed.to(dtype)
     return out.reshape(tuple(shape))
 
 
@@ -109,7 +109,7 @@ def _from_order_key(k: np.ndarray, is_float: bool) -> np.ndarray:
     return k ^ (((1 - positive) * all_ones) | top_bit)
 
 
-def _zigzag(d: np.ndarray) -> np.ndarray:
+def zigzag_code(d: np.ndarray) -> np.ndarray:
     """Modular difference (unsigned) -> zigzag code, so that small moves of either sign are small numbers."""
     nbits = d.dtype.itemsize * 8
     sign = d.view(_SINT_OF_SIZE[d.dtype.itemsize]) >> (nbits - 1)     # arithmetic shift: 0 or -1
@@ -135,7 +135,7 @@ _RAW, _PLANES = 0, 1                     # layouts
 _PLANE_RAW, _PLANE_ZLIB, _PLANE_CONST = 0, 1, 2
 
 
-def _pack(values: np.ndarray, level: int) -> bytes:
+def pack_bits(values: np.ndarray, level: int) -> bytes:
     """Byte planes (all lowest bytes first), each deflated with zlib unless it is constant or noise.
 
     Layout: one byte, _RAW (then the array's bytes; small arrays, or level 0) or _PLANES (then per plane: a
@@ -191,7 +191,7 @@ def _pack_sparse(values: np.ndarray, level: int) -> tuple[bytes, int]:
         return b"", 0
     pos = nz.astype(np.uint32 if values.size < 2 ** 32 else np.uint64)
     gaps = np.diff(pos, prepend=pos.dtype.type(0))             # sorted positions: small gaps compress well
-    a, b = _pack(gaps, level), _pack(_zigzag(values[nz]), level)
+    a, b = pack_bits(gaps, level), pack_bits(zigzag_code(values[nz]), level)
     head = struct.pack("<BQQ", pos.dtype.itemsize, nz.size, len(a))
     return head + a + b, nz.size * (pos.dtype.itemsize + values.dtype.itemsize)
 
@@ -244,18 +244,18 @@ class Blob:
         return len(self.data) + len(self.res_back or b"") + len(self.res_fwd or b"")
 
 
-def _keys(t: Tensor) -> np.ndarray:
-    return _order_key(_bits(t), t.dtype.is_floating_point)
+def state_keys(t: Tensor) -> np.ndarray:
+    return _order_key(bits_of(t), t.dtype.is_floating_point)
 
 
 def encode_ulp(before: Tensor, after: Tensor, level: int = 1) -> Blob | None:
     """The ulp difference k(after) - k(before), modulo 2^bits (exact); None if bit-identical."""
     _same_kind(before, after)
-    d = _keys(after) - _keys(before)                               # modular: wraps, never rounds
+    d = state_keys(after) - state_keys(before)                               # modular: wraps, never rounds
     if not d.any():
         return None
-    z = _zigzag(d)
-    return Blob("ulp", _dtype_name(after.dtype), tuple(after.shape), _pack(z, level), z.nbytes)
+    z = zigzag_code(d)
+    return Blob("ulp", dtype_name(after.dtype), tuple(after.shape), pack_bits(z, level), z.nbytes)
 
 
 def encode_exact(before: Tensor, after: Tensor, level: int = 1) -> Blob | None:
@@ -267,14 +267,14 @@ def encode_exact(before: Tensor, after: Tensor, level: int = 1) -> Blob | None:
     if not after.dtype.is_floating_point:
         return encode_ulp(before, after, level)
     before, after = before.detach(), after.detach()
-    if _bit_equal(before, after):
+    if bit_equal(before, after):
         return None
     diff = after - before                                         # rounds where Sterbenz does not hold
     # the corrections: how many ulps the float arithmetic misses by, undoing and redoing (mostly zero)
-    back, back_raw = _pack_sparse(_keys(before) - _keys(after - diff), level)
-    ahead, ahead_raw = _pack_sparse(_keys(after) - _keys(before + diff), level)
-    bits = _bits(diff)
-    return Blob("diff", _dtype_name(diff.dtype), tuple(diff.shape), _pack(bits, level),
+    back, back_raw = _pack_sparse(state_keys(before) - state_keys(after - diff), level)
+    ahead, ahead_raw = _pack_sparse(state_keys(after) - state_keys(before + diff), level)
+    bits = bits_of(diff)
+    return Blob("diff", dtype_name(diff.dtype), tuple(diff.shape), pack_bits(bits, level),
                 bits.nbytes + back_raw + ahead_raw, res_back=back, res_fwd=ahead)
 
 
@@ -287,7 +287,7 @@ def _same_kind(before: Tensor, after: Tensor) -> None:
 def _shift_keys(t: Tensor, d: np.ndarray) -> None:
     """Move every element of `t` by d ulps (modular), in place."""
     is_float = t.dtype.is_floating_point
-    _write_bits(t, _from_order_key(_order_key(_bits(t), is_float) + d, is_float))
+    _write_bits(t, _from_order_key(_order_key(bits_of(t), is_float) + d, is_float))
 
 
 def apply_exact(t: Tensor, blob: Blob, direction: int, corrections: bool = True) -> None:
@@ -300,7 +300,7 @@ def apply_exact(t: Tensor, blob: Blob, direction: int, corrections: bool = True)
         d = _unzigzag(_unpack(blob.data, t.element_size(), t.numel()))
         _shift_keys(t, d if direction > 0 else (0 - d).astype(d.dtype))
         return
-    dtype = _dtype_from(blob.dtype)
+    dtype = dtype_from(blob.dtype)
     diff = _tensor_from_bits(_unpack(blob.data, dtype.itemsize, blob.numel), dtype, blob.shape)
     diff = diff.to(t.device, t.dtype)
     with torch.no_grad():
@@ -313,21 +313,21 @@ def apply_exact(t: Tensor, blob: Blob, direction: int, corrections: bool = True)
 def ulp_distance(a: Tensor, b: Tensor) -> np.ndarray:
     """Signed number of representable values from a to b, elementwise (int64, modulo 2^64)."""
     is_float = a.dtype.is_floating_point
-    ka = _order_key(_bits(a), is_float).astype(np.uint64)
-    kb = _order_key(_bits(b), is_float).astype(np.uint64)
+    ka = _order_key(bits_of(a), is_float).astype(np.uint64)
+    kb = _order_key(bits_of(b), is_float).astype(np.uint64)
     return (kb - ka).view(np.int64)
 
 
 
 def _as_bits(t: Tensor) -> Tensor:
     """A float tensor viewed as integers of its width, so equality means equal bit patterns (NaN == NaN)."""
-    return t.detach().view(_INT_OF[t.dtype]) if t.dtype in _INT_OF else t.detach()
+    return t.detach().view(INT_OF[t.dtype]) if t.dtype in INT_OF else t.detach()
 
 
-def _bit_equal(a: Tensor, b: Tensor) -> bool:
+def bit_equal(a: Tensor, b: Tensor) -> bool:
     return torch.equal(_as_bits(a), _as_bits(b))
 
 
-def _bitwise_eq(a: Tensor, b: Tensor) -> Tensor:
+def bitwise_equal(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise: True where the bit patterns agree."""
     return _as_bits(a) == _as_bits(b)

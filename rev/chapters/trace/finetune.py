@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from ...engine.optim import Schedule, adamw, set_lr
+from ...engine.step import train_step
 from .sizes import chapter_sizes
 from .records import Trace
 from .recorder import TraceRecorder
@@ -164,13 +165,8 @@ def finetune_with_trace(model: nn.Module, ft: PrefixData, cfg: FinetuneConfig,
             set_lr(optimizer, lr)
             x, y = ft.get_batch(cfg.batch_size, cfg.seq_len, _batch_generator(cfg.seed, n))
             x, y = x.to(device), y.to(device)
-            loss = model(x, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            rec.annotate(loss=float(loss.detach()))
-            optimizer.step()
+            loss, _ = train_step(model, optimizer, x, y, clip=cfg.grad_clip,
+                                 before_update=lambda loss: rec.annotate(loss=float(loss)))
             history.append({"step": n, "lr": lr, "loss": float(loss.detach()),
                             "prefix_logprob": prefix_logprob(model, ft.prefix_ids, ft.eot_id)})
     finally:

@@ -13,9 +13,9 @@ from typing import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
-from .codec import Blob, _bits, _dtype_name, _pack
+from .codec import Blob, bits_of, dtype_name, pack_bits
 from .records import BF16DIFF, DROPPED, EXACT, F32DIFF, StepRecord, Trace, locate
-from .walk import _undo
+from .walk import undo_step
 
 
 def _encode_lossy(before: Tensor, after: Tensor, kind: str, level: int) -> tuple[Blob | None, float]:
@@ -31,8 +31,8 @@ def _encode_lossy(before: Tensor, after: Tensor, kind: str, level: int) -> tuple
     err = float((restored.double() - before.double()).norm())
     if not torch.any(diff != 0):
         return None, err
-    bits = _bits(diff)
-    return Blob("diff", _dtype_name(diff.dtype), tuple(diff.shape), _pack(bits, level), bits.nbytes), err
+    bits = bits_of(diff)
+    return Blob("diff", dtype_name(diff.dtype), tuple(diff.shape), pack_bits(bits, level), bits.nbytes), err
 
 
 def _header_derived(trace: Trace, note: str) -> dict:
@@ -67,7 +67,7 @@ def degrade_traces(model: nn.Module, trace: Trace, kinds: Sequence[str] = (BF16D
             if rec.kind != EXACT:
                 raise ValueError(f"step {rec.step} is already {rec.kind!r}: degrade an exact trace")
             after = {n: params[n].detach().clone() for n in rec.params}
-            _undo(params, rec, None)
+            undo_step(params, rec, None)
             for kind in kinds:
                 new = StepRecord(rec.step, kind, list(rec.lrs), dict(rec.meta, state_kept=False))
                 err_sq = 0.0

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from ...engine.optim import Schedule
-from .codec import _INT_OF, _bit_equal, _dtype_name, encode_exact, encode_ulp
-from .records import (EXACT, FORMAT, VERSION, StepRecord, Trace, _flat_state, _json_scalar, fingerprint,
+from .codec import INT_OF, bit_equal, dtype_name, encode_exact, encode_ulp
+from .records import (EXACT, FORMAT, VERSION, StepRecord, Trace, flat_state, json_scalar, fingerprint,
                       hash_tensors, locate)
 from .walk import rollback
 
@@ -85,7 +85,7 @@ class TraceRecorder:
         return Trace(header, [r for r in trace.records if r.step <= k])
 
     def _header(self) -> dict:
-        defaults = {k: _json_scalar(v) for k, v in self.optimizer.defaults.items()}
+        defaults = {k: json_scalar(v) for k, v in self.optimizer.defaults.items()}
         return {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint(self.model),
                 "start_state_hash": hash_tensors(self._prev_state),
                 "optimizer": {"class": type(self.optimizer).__name__, "defaults": defaults},
@@ -98,17 +98,17 @@ class TraceRecorder:
     def _clone_state(self) -> dict[str, Any]:
         if not self.keep_state:
             return {}
-        flat = _flat_state(self.optimizer, self._names)
+        flat = flat_state(self.optimizer, self._names)
         return {k: v.detach().clone() if isinstance(v, Tensor) else copy.deepcopy(v) for k, v in flat.items()}
 
     def annotate(self, **meta: Any) -> None:
         """Attach metadata (e.g. loss=...) to the next recorded step."""
-        self._pending.update({k: _json_scalar(v) for k, v in meta.items()})
+        self._pending.update({k: json_scalar(v) for k, v in meta.items()})
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
         # Weights edited since the last step (a manual change, a reload) are not lost: the next record
         # differences against the last recorded state anyway. Only note that it happened.
-        self._outside = any(not _bit_equal(p, self._prev[n]) for n, p in self._params.items())
+        self._outside = any(not bit_equal(p, self._prev[n]) for n, p in self._params.items())
 
     def _post_step(self, optimizer, args, kwargs) -> None:
         self.trace.records.append(self._record_step(self.trace.final_step + 1))
@@ -131,7 +131,7 @@ class TraceRecorder:
                 rel_max, rel_name = rel, name
             if after.dtype.is_floating_point:     # what a float-difference trace would have lost here
                 naive = after - (after - before)
-                lossy += int((naive.view(_INT_OF[after.dtype]) != before.view(_INT_OF[after.dtype])).sum())
+                lossy += int((naive.view(INT_OF[after.dtype]) != before.view(INT_OF[after.dtype])).sum())
             before.copy_(after)
         for name, p in self._params.items():
             dist_sq += float((p.detach().double() - self._start[name].double()).pow(2).sum())
@@ -148,7 +148,7 @@ class TraceRecorder:
         return rec
 
     def _record_state(self, rec: StepRecord) -> None:
-        now = _flat_state(self.optimizer, self._names)
+        now = flat_state(self.optimizer, self._names)
         gone = set(self._prev_state) - set(now)
         if gone:
             raise ValueError(f"optimizer state entries disappeared during a step ({sorted(gone)[:3]}...): "
@@ -157,14 +157,14 @@ class TraceRecorder:
             old = self._prev_state.get(key)
             if isinstance(value, Tensor):
                 if key not in self._prev_state:
-                    rec.state_created[key] = (_dtype_name(value.dtype), tuple(value.shape))
+                    rec.state_created[key] = (dtype_name(value.dtype), tuple(value.shape))
                     old = torch.zeros_like(value)
                 blob = encode_ulp(old, value, self.level)
                 if blob is not None:
                     rec.state[key] = blob
                 self._prev_state[key] = value.detach().clone()
             elif key not in self._prev_state or old != value:
-                rec.state_scalars[key] = (_json_scalar(old), _json_scalar(value))
+                rec.state_scalars[key] = (json_scalar(old), json_scalar(value))
                 self._prev_state[key] = copy.deepcopy(value)
 
     def close(self) -> Trace:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor, nn
 
-from .codec import Blob, _bits, _dtype_name
+from .codec import Blob, bits_of, dtype_name
 
 FORMAT = "revbook-trace"
 VERSION = 1
@@ -32,8 +32,8 @@ def hash_tensors(tensors: Mapping[str, Any]) -> str:
     for name, t in tensors.items():
         h.update(name.encode())
         if isinstance(t, Tensor):
-            h.update(f"{_dtype_name(t.dtype)}{tuple(t.shape)}".encode())
-            h.update(_bits(t).tobytes())
+            h.update(f"{dtype_name(t.dtype)}{tuple(t.shape)}".encode())
+            h.update(bits_of(t).tobytes())
         else:
             h.update(repr(t).encode())
     return h.hexdigest()
@@ -49,12 +49,12 @@ def fingerprint(model: nn.Module) -> dict:
     named = list(model.named_parameters())
     return {"names": [n for n, _ in named],
             "shapes": [list(p.shape) for _, p in named],
-            "dtypes": [_dtype_name(p.dtype) for _, p in named],
+            "dtypes": [dtype_name(p.dtype) for _, p in named],
             "n_params": int(sum(p.numel() for _, p in named)),
             "start_hash": hash_tensors(dict(named))}
 
 
-def _flat_state(optimizer: torch.optim.Optimizer | None, names: Mapping[int, str]) -> dict[str, Any]:
+def flat_state(optimizer: torch.optim.Optimizer | None, names: Mapping[int, str]) -> dict[str, Any]:
     """Optimizer state as {"<param name>::<key>": value}, sorted, so it can be differenced and hashed."""
     if optimizer is None:
         return {}
@@ -68,7 +68,7 @@ def _flat_state(optimizer: torch.optim.Optimizer | None, names: Mapping[int, str
     return dict(sorted(out.items()))
 
 
-def _json_scalar(v: Any) -> Any:
+def json_scalar(v: Any) -> Any:
     return v if isinstance(v, (bool, int, float, str, type(None))) else repr(v)
 
 
@@ -154,9 +154,9 @@ def check_model(model: nn.Module, trace: Trace) -> None:
                          f"not in the trace: {extra}); load the model the trace belongs to "
                          f"(start hash {fp['start_hash'][:12]})")
     for (n, p), shape, dtype in zip(named, fp["shapes"], fp["dtypes"]):
-        if list(p.shape) != shape or _dtype_name(p.dtype) != dtype:
+        if list(p.shape) != shape or dtype_name(p.dtype) != dtype:
             raise ValueError(f"this trace was recorded on a different model: parameter {n!r} is "
-                             f"{_dtype_name(p.dtype)}{list(p.shape)} here but {dtype}{shape} in the trace; "
+                             f"{dtype_name(p.dtype)}{list(p.shape)} here but {dtype}{shape} in the trace; "
                              f"load the model the trace belongs to")
 
 

@@ -11,15 +11,15 @@ import zlib
 import torch
 from torch import nn
 
-from .codec import _bits, _dtype_from, _keys, _pack, _zigzag, encode_exact
+from .codec import bits_of, dtype_from, state_keys, pack_bits, zigzag_code, encode_exact
 from .records import EXACT, Trace
-from .walk import _undo, rollback
+from .walk import undo_step, rollback
 
 
 def storage_report(trace: Trace) -> dict:
     """Bytes kept per step, raw and compressed, against a full checkpoint (weights + optimizer state) per step."""
     n_params = trace.header["fingerprint"]["n_params"]
-    weight_bytes = sum(math.prod(s) * _dtype_from(d).itemsize
+    weight_bytes = sum(math.prod(s) * dtype_from(d).itemsize
                        for s, d in zip(trace.header["fingerprint"]["shapes"], trace.header["fingerprint"]["dtypes"]))
     # a checkpoint holds the optimizer state as it is at the end (Adam: two moments per parameter)
     state_bytes = max((r.meta.get("state_nbytes", 0) for r in trace.records), default=0)
@@ -60,7 +60,7 @@ def compression_ablation(model: nn.Module, trace: Trace, step: int | None = None
     params = dict(work.named_parameters())
     after = {n: params[n].detach().clone() for n in rec.params}
     with torch.no_grad():
-        _undo(params, rec, None)
+        undo_step(params, rec, None)
     names = ["float difference + corrections", "ulp difference", "XOR of bit patterns",
              "float difference alone", "bf16 difference"]
     rows = {k: {"representation": k, "exact": k not in names[3:], "raw": 0, "zlib": 0, "byte planes + zlib": 0}
@@ -71,12 +71,12 @@ def compression_ablation(model: nn.Module, trace: Trace, step: int | None = None
             continue
         kept = encode_exact(b, a, level)
         corrections = len(kept.res_back or b"") + len(kept.res_fwd or b"")
-        codes = {"float difference + corrections": _bits(a - b), "ulp difference": _zigzag(_keys(a) - _keys(b)),
-                 "XOR of bit patterns": _bits(a) ^ _bits(b), "float difference alone": _bits(a - b),
-                 "bf16 difference": _bits((a.float() - b.float()).to(torch.bfloat16))}
+        codes = {"float difference + corrections": bits_of(a - b), "ulp difference": zigzag_code(state_keys(a) - state_keys(b)),
+                 "XOR of bit patterns": bits_of(a) ^ bits_of(b), "float difference alone": bits_of(a - b),
+                 "bf16 difference": bits_of((a.float() - b.float()).to(torch.bfloat16))}
         for name, values in codes.items():
             extra = corrections if name == names[0] else 0
             rows[name]["raw"] += kept.raw_nbytes if name == names[0] else values.nbytes
             rows[name]["zlib"] += len(zlib.compress(values.tobytes(), level)) + extra
-            rows[name]["byte planes + zlib"] += len(_pack(values, level)) + extra
+            rows[name]["byte planes + zlib"] += len(pack_bits(values, level)) + extra
     return list(rows.values())

@@ -16,8 +16,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor, nn
 
-from .codec import _dtype_from, apply_exact
-from .records import DROPPED, EXACT, StepRecord, Trace, _flat_state, check_model, hash_tensors, locate, weights_hash
+from .codec import dtype_from, apply_exact
+from .records import DROPPED, EXACT, StepRecord, Trace, flat_state, check_model, hash_tensors, locate, weights_hash
 
 class _OptimizerView:
     """Flat read/write access to an optimizer's state by '<param name>::<key>'."""
@@ -46,10 +46,10 @@ class _OptimizerView:
             del self.optimizer.state[p]
 
     def flat(self) -> dict[str, Any]:
-        return _flat_state(self.optimizer, self.names)
+        return flat_state(self.optimizer, self.names)
 
 
-def _undo(params: Mapping[str, Tensor], rec: StepRecord, opt: _OptimizerView | None,
+def undo_step(params: Mapping[str, Tensor], rec: StepRecord, opt: _OptimizerView | None,
           corrections: bool = True) -> None:
     for name, blob in rec.params.items():
         apply_exact(params[name], blob, -1, corrections)
@@ -71,14 +71,14 @@ def _redo(params: Mapping[str, Tensor], rec: StepRecord, opt: _OptimizerView | N
     if opt is None:
         return
     for key, (dtype, shape) in rec.state_created.items():
-        opt.set(key, torch.zeros(shape, dtype=_dtype_from(dtype), device=params[key.split("::")[0]].device))
+        opt.set(key, torch.zeros(shape, dtype=dtype_from(dtype), device=params[key.split("::")[0]].device))
     for key, blob in rec.state.items():
         apply_exact(opt.get(key), blob, +1)
     for key, (_before, after) in rec.state_scalars.items():
         opt.set(key, after)
 
 
-def _walk(model: nn.Module, trace: Trace, from_step: int, to_step: int,
+def walk_steps(model: nn.Module, trace: Trace, from_step: int, to_step: int,
           optimizer: torch.optim.Optimizer | None, strict: bool,
           on_step: Callable[[int, nn.Module], None] | None) -> None:
     params = dict(model.named_parameters())
@@ -103,7 +103,7 @@ def _walk(model: nn.Module, trace: Trace, from_step: int, to_step: int,
                 if opt is not None and not rec.has_state:
                     raise ValueError(f"step {n} keeps no optimizer state; roll back the weights only "
                                      f"(optimizer=None) or record with keep_optimizer_state=True")
-                (_undo if backward else _redo)(params, rec, opt, on_track)
+                (undo_step if backward else _redo)(params, rec, opt, on_track)
                 on_track = on_track and rec.kind == EXACT
             if on_step is not None:
                 on_step(n - 1 if backward else n, model)
@@ -131,11 +131,11 @@ def _move(model: nn.Module, trace: Trace, to_step: int, optimizer: torch.optim.O
                          "or record with keep_optimizer_state=True")
     if optimizer is not None:
         want = trace.header["start_state_hash"] if start == 0 else trace.record(start).meta["state_hash_after"]
-        have = hash_tensors(_flat_state(optimizer, {id(p): n for n, p in model.named_parameters()}))
+        have = hash_tensors(flat_state(optimizer, {id(p): n for n, p in model.named_parameters()}))
         if have != want:
             raise ValueError(f"the optimizer's state is not the one recorded at step {start}: pass the optimizer "
                              f"used during recording, untouched since, or move the weights only (optimizer=None)")
-    _walk(model, trace, start, to_step, optimizer, strict=verify, on_step=on_step)
+    walk_steps(model, trace, start, to_step, optimizer, strict=verify, on_step=on_step)
     if optimizer is not None:
         _set_lrs(optimizer, trace, to_step)
     if verify and weights_hash(model) != trace.hash_at(to_step):
@@ -183,5 +183,5 @@ def walk_back_measuring(model: nn.Module, trace: Trace, measure: Callable[[nn.Mo
     if exact:
         rollback(model, trace, 0, optimizer, from_step=from_step, on_step=probe)
     else:
-        _walk(model, trace, start, 0, None, strict=False, on_step=probe)
+        walk_steps(model, trace, start, 0, None, strict=False, on_step=probe)
     return rows
