@@ -1,7 +1,8 @@
 """`python -m rev bench`: every trunk side by side in one run -- and with `--heads` every loss head, with
 `--pos-chunks` every position chunk of the recompute -- peak memory of a training step, tokens/s, both as ratios
 to `residual` with the same head, with `--per-sequence` the memory each extra sequence costs (peaks at two
-batches), plus activation memory against depth.
+batches), plus activation memory against depth. Under `--precision bf16` or `fp16` (fp16 autocast allowed on
+a CPU here) each run also gets its gradient's relative error against fp32, the loss scaled as a GradScaler does.
 
 Timing steps are interleaved across runs (one step of each, then the next round) so that a slow moment of
 a shared machine hits every trunk and head alike; the reported figure is the median step.
@@ -16,7 +17,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .device import amp_dtype, autocast, describe, pick_device
+from .device import PRECISIONS, amp_dtype, autocast, describe, pick_device
 from .files import write_json
 from .optim import adamw
 from .memory import MemoryLine, training_step_memory
@@ -42,6 +43,39 @@ def make_training_step(cfg: GPTConfig, batch: int, device: torch.device, dtype, 
         opt.zero_grad(set_to_none=True)
 
     return model, opt, step
+
+
+LOSS_SCALE = 2.0 ** 16  # a GradScaler's initial scale: what multiplies an fp16 loss before its backward
+
+
+def bench_amp_dtype(device: torch.device, precision: str) -> torch.dtype | None:
+    """`amp_dtype`, except that fp16 autocast is allowed on the CPU too: there the bench measures what fp16 does
+    to the gradients (training on a CPU still refuses it)."""
+    return torch.float16 if precision == "fp16" else amp_dtype(device, precision)
+
+
+def gradient_error(model: GPT, batch: int, device: torch.device, dtype: torch.dtype | None, seed: int = 1) -> float:
+    """Relative error ||g - g32|| / ||g32|| of the model's gradient (every parameter together) under autocast to
+    `dtype`, against its gradient in fp32 on the same random batch and weights; under fp16 the loss is multiplied
+    by `LOSS_SCALE` before backward and the gradient divided by it after, as a GradScaler does. inf where the
+    gradient overflowed (a GradScaler would skip that step); 0.0 for fp32 (`dtype` None)."""
+    if dtype is None:
+        return 0.0
+    cfg, params = model.cfg, [p for p in model.parameters() if p.requires_grad]
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len + 1), generator=gen).to(device)
+
+    def grads(amp: torch.dtype | None) -> list[torch.Tensor]:
+        scale = LOSS_SCALE if amp == torch.float16 else 1.0
+        with autocast(device, amp):
+            loss = model(idx[:, :-1], idx[:, 1:])
+        return [g.double() / scale for g in torch.autograd.grad(loss * scale, params)]
+
+    ref = grads(None)
+    got = grads(dtype)
+    num = sum(((g - r) ** 2).sum() for g, r in zip(got, ref))
+    den = sum((r ** 2).sum() for r in ref)
+    return float((num / den).sqrt())
 
 
 def step_peak(cfg: GPTConfig, batch: int, device: torch.device, dtype) -> int:
@@ -85,9 +119,11 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
                  split_heads: bool = False, per_sequence: bool = False) -> dict:
     """Peak step memory and tokens/s of each model of `bench_configs` at one geometry and batch; with
     `per_sequence`, also the memory each extra sequence costs: the slope of the measured peak between `batch`
-    and `2 * batch` (activations dominate at both when `batch` is not tiny). `out["runs"]` is a list of rows."""
+    and `2 * batch` (activations dominate at both when `batch` is not tiny). Under autocast each row also has
+    `grad_error`, the model's relative gradient error against fp32 (`gradient_error`). `out["runs"]` is a list
+    of rows."""
     dev = pick_device(device)
-    dtype = amp_dtype(dev, precision)
+    dtype = bench_amp_dtype(dev, precision)
     runs = []
     for cfg in tqdm(bench_configs(geometry, trunks, heads, pos_chunks, split_heads), desc="memory",
                     disable=not progress):
@@ -99,6 +135,8 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
         if per_sequence:
             peak2 = step_peak(cfg, 2 * batch, dev, dtype)
             row["bytes_per_sequence"] = MemoryLine.through(batch, mem.peak_bytes, 2 * batch, peak2).bytes_per_sequence
+        if dtype is not None:
+            row["grad_error"] = gradient_error(model, batch, dev, dtype)
         runs.append((row, step, []))
     for _ in tqdm(range(steps), desc="timing rounds", disable=not progress):
         for _, step, times in runs:
@@ -127,7 +165,7 @@ def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH
                  precision: str = "auto", progress: bool = True, head: str = "fused") -> dict:
     """Activation memory of one training step against depth, per trunk (with loss head `head`)."""
     dev = pick_device(device)
-    dtype = amp_dtype(dev, precision)
+    dtype = bench_amp_dtype(dev, precision)
     out: dict[str, dict[int, int]] = {t: {} for t in trunks}
     for trunk in trunks:
         for depth in tqdm(depths, desc=f"depth sweep {trunk}", disable=not progress):
@@ -164,17 +202,23 @@ def format_report(res: dict, depth: dict | None = None) -> str:
     mib = 2 ** 20
     rows = res["runs"]
     per_seq = all("bytes_per_sequence" in r for r in rows)
+    grad_err = all("grad_error" in r for r in rows) and bool(rows)
     lines = [f"device: {res['device']}   torch {res['torch']}   batch {res['batch']}   geometry {res['geometry']}",
              "chunk: positions per chunk in the recompute (- stored trunk, off: whole sequence; +heads: attention "
              "head by head); ratios (/res) are to residual with the same loss head",
              f"{'trunk':<14}{'head':<9}{'chunk':<11}{'peak MiB':>9}{'act MiB':>9}"
              + (f"{'MiB/seq':>9}" if per_seq else "")
-             + f"{'tok/s':>9}{'peak/res':>9}{'act/res':>9}{'speed/res':>10}"]
+             + f"{'tok/s':>9}{'peak/res':>9}{'act/res':>9}{'speed/res':>10}"
+             + (f"{'grad err':>10}" if grad_err else "")]
     for r in rows:
         lines.append(_run_name(r) + f"{r['peak_bytes'] / mib:>9.1f}{r['activation_bytes'] / mib:>9.1f}"
                      + (f"{r['bytes_per_sequence'] / mib:>9.2f}" if per_seq else "")
                      + f"{r['tokens_per_s']:>9.0f}{r.get('peak_ratio', float('nan')):>9.3f}"
-                     f"{r.get('activation_ratio', float('nan')):>9.3f}{r.get('speed_ratio', float('nan')):>10.3f}")
+                     f"{r.get('activation_ratio', float('nan')):>9.3f}{r.get('speed_ratio', float('nan')):>10.3f}"
+                     + (f"{r['grad_error']:>10.2e}" if grad_err else ""))
+    if grad_err:
+        lines.append("grad err: relative error of the model's gradient under this autocast against fp32 "
+                     f"(fp16: loss scaled by {LOSS_SCALE:.0f} as a GradScaler does)")
     same = lambda a, b, *keys: all(a[k] == b[k] for k in keys)  # noqa: E731
     lines += _compare(rows, lambda o: f"residual_ckpt ({o['head']} head)",
                       lambda r: is_reversible(r["trunk"]),
@@ -214,7 +258,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depths", nargs="*", type=int, default=[4, 8, 16, 32],
                    help="depths for the activation-memory sweep (none to skip)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--precision", default="auto", help="auto | fp32 | bf16 | fp16")
+    p.add_argument("--precision", default="auto", choices=list(PRECISIONS),
+                   help="autocast dtype (auto: bf16 or fp16 on a GPU by its capability, fp32 on a CPU); under bf16 "
+                        "or fp16 (allowed on a CPU here) each run also gets its relative gradient error against "
+                        "fp32, with the loss scaled by 2^16 under fp16 as a GradScaler does")
     p.add_argument("--json", type=Path, help="write the figures here as JSON")
 
 
