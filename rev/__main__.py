@@ -18,6 +18,7 @@ COMMANDS = {
     "workbook": ("rev.book.workbook", "run the notebook sequence headless"),
     "bundle": ("rev.book.bundle", "pack code, tokenizer and token files for Colab"),
     "student": ("rev.book.student", "write the student edition of the notebooks (solutions stubbed)"),
+    "course": ("rev.book.course", "write an nbgrader course (source/ assignments, nbgrader_config.py)"),
     "thermo-shock": ("rev.chapters.thermo.cache", "chapter 08's LR shock at the paper's size over seeds, cached"),
     "gpucheck": ("rev.engine.gpucheck", "check the CUDA path on a real GPU: one table (under 8 minutes on a T4)"),
     "nbref": ("rev.book.reference", "write (or --check) the reference outputs of the checked notebook cells"),

@@ -9,11 +9,13 @@ The conventions, written once here and followed by every notebook (the student e
   (`raise NotImplementedError("Exercise NN.k: ...")`) only raises when the check calls it, and a student
   notebook run headless still runs to the end. Later cells never use a learner's answer: they use `rev`.
 * The check is its own cell (tag `check`): `check("NN.k", test)`, where `test()` calls the learner's code and
-  raises `AssertionError` with a message that says what is wrong and what to try.
+  raises `AssertionError` with a message that says what is wrong and what to try. While nbgrader grades
+  (`rev.book.course`), an unanswered exercise fails its check cell too, with the same message.
 * A written answer is a markdown cell (tag `answer`) holding a collapsed `<details>` block.
 """
 from __future__ import annotations
 
+import os
 import traceback
 from typing import Callable
 
@@ -32,18 +34,33 @@ class ExerciseFailed(AssertionError):
     """A learner's answer ran but gave a wrong result; the message says which exercise and why."""
 
 
+class ExerciseNotAnswered(AssertionError):
+    """Raised instead of reporting "not answered yet" while nbgrader grades: a check cell that raises nothing
+    earns its points, so a blank submission would otherwise score full marks."""
+
+
+def graded() -> bool:
+    """True while nbgrader executes the notebook: `nbgrader autograde` and `nbgrader validate` set
+    NBGRADER_EXECUTION in the kernel's environment."""
+    return bool(os.environ.get("NBGRADER_EXECUTION"))
+
+
 def check(exercise: str, test: Callable[[], str | None]) -> Outcome:
     """Run `test` for exercise `exercise` and say how it went, in one line.
 
     `test()` returns an optional line describing what was verified. A `NotImplementedError` (the student
     edition's stub) prints that the exercise is not answered yet and returns `TODO`, without stopping the
-    notebook; an `AssertionError` is re-raised as `ExerciseFailed` naming the exercise, so a wrong answer is
-    never silently accepted; anything else (a crash in the learner's code) propagates with its traceback.
+    notebook (under nbgrader it raises `ExerciseNotAnswered` with that line, so the check earns nothing); an
+    `AssertionError` is re-raised as `ExerciseFailed` naming the exercise, so a wrong answer is never silently
+    accepted; anything else (a crash in the learner's code) propagates with its traceback.
     """
     try:
         detail = test()
     except NotImplementedError as e:
-        print(f"Exercise {exercise}: {TODO}. Fill in the solution cell above and run this cell again ({e}).")
+        message = f"Exercise {exercise}: {TODO}. Fill in the solution cell above and run this cell again ({e})."
+        if graded():
+            raise ExerciseNotAnswered(message) from None
+        print(message)
         return TODO
     except AssertionError as e:
         where = traceback.extract_tb(e.__traceback__)[-1]

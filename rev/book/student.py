@@ -8,9 +8,9 @@ student edition is generated from it with nbformat, following nbgrader's markers
 * a markdown cell tagged `answer` (the collapsed model answer) becomes a place to write one's own;
 * outputs are cleared, and the notebook's metadata says which edition it is.
 
-nbgrader itself would do the same with its `ClearSolutions` preprocessor, but it brings a Jupyter server
-extension, a database layer and a grading workflow that a self-study workbook does not need; an instructor who
-wants grading can still run nbgrader on the instructor edition, since the markers are nbgrader's own.
+What is hidden is decided once, by `hidden_cells`; the course release (`rev.book.course`, an nbgrader course)
+hides the same cells with the same stubs, so the two can never disagree. The student edition needs no nbgrader:
+a self-study workbook has no use for its server extension, database and grading workflow.
 """
 from __future__ import annotations
 
@@ -64,6 +64,59 @@ def exercises(nb, name: str = "notebook") -> list[Exercise]:
     return [Exercise(name, **f) for f in found]
 
 
+@dataclass(frozen=True)
+class Hidden:
+    """A cell that both the student edition and the course release hide."""
+    cell: int
+    kind: str           # SOLUTION (code between the markers is stubbed) or ANSWER (a model answer, replaced whole)
+    exercise: Exercise
+
+
+def _marker_lines(source: str) -> list[str]:
+    # nbgrader treats any line *containing* "BEGIN SOLUTION" as a marker, the stub below only a line that *is*
+    # one: a line that is one but not the other would make the two editions hide different code
+    return [ln for ln in source.splitlines() if BEGIN[4:] in ln or END[4:] in ln]
+
+
+def hidden_cells(nb, name: str = "notebook") -> list[Hidden]:
+    """The cells that hold solutions, in order, each with its exercise: solution cells (tag `solution`) and
+    model answers (tag `answer`, belonging to the last exercise heading above them).
+
+    Raises `EditionError` where hiding would be ambiguous or leak: a solution cell without a heading above it or
+    without markers, an answer before any heading, a solution marker outside a solution cell (the student
+    edition would keep it, and nbgrader refuses it) or not alone on its line."""
+    found = exercises(nb, name)
+    by_solution = {e.solution_cell: e for e in found if e.solution_cell is not None}
+    hidden, seen = [], 0        # seen: exercise headings met so far; found[seen - 1] is the current exercise
+    for i, cell in enumerate(nb.cells):
+        tags, markers = _tags(cell), _marker_lines(cell.source)
+        if SOLUTION in tags:
+            if i not in by_solution:
+                raise EditionError(f"{name}, cell {i}: a solution cell with no '### Exercise NN.k' heading above it")
+            if BEGIN not in cell.source:
+                raise EditionError(f"{name}, cell {i}: a solution cell without {BEGIN} / {END} markers")
+            if any(ln.strip() not in (BEGIN, END) for ln in markers):
+                raise EditionError(f"{name}, cell {i}: a solution marker must stand alone on its line: "
+                                   f"{next(ln for ln in markers if ln.strip() not in (BEGIN, END))!r}")
+            hidden.append(Hidden(i, SOLUTION, by_solution[i]))
+        elif markers:
+            raise EditionError(f"{name}, cell {i}: {markers[0].strip()!r} outside a cell tagged 'solution'")
+        elif ANSWER in tags:
+            if not seen:
+                raise EditionError(f"{name}, cell {i}: an answer cell with no '### Exercise NN.k' heading above it")
+            hidden.append(Hidden(i, ANSWER, found[seen - 1]))
+        if cell.cell_type == "markdown":
+            seen += len(_HEADING.findall(cell.source))
+    return hidden
+
+
+def hidden_source(source: str, hidden: Hidden, where: str = "cell") -> str:
+    """What a hidden cell shows instead of `source`: the solution regions stubbed, or the answer prompt."""
+    if hidden.kind == ANSWER:
+        return ANSWER_PROMPT
+    return _stub_solution(source, hidden.exercise.id, hidden.exercise.title, where)
+
+
 def _stub_solution(source: str, ex_id: str, title: str, where: str) -> str:
     out, inside, indent = [], False, ""
     for line in source.splitlines():
@@ -89,18 +142,9 @@ def student_notebook(nb, name: str = "notebook"):
     import copy
 
     nb = copy.deepcopy(nb)
-    by_cell = {e.solution_cell: e for e in exercises(nb, name) if e.solution_cell is not None}
-    for i, cell in enumerate(nb.cells):
-        tags = _tags(cell)
-        if SOLUTION in tags:
-            if i not in by_cell:
-                raise EditionError(f"{name}, cell {i}: a solution cell with no '### Exercise NN.k' heading above it")
-            if BEGIN not in cell.source:
-                raise EditionError(f"{name}, cell {i}: a solution cell without {BEGIN} / {END} markers")
-            ex = by_cell[i]
-            cell.source = _stub_solution(cell.source, ex.id, ex.title, f"{name}, cell {i}")
-        elif ANSWER in tags:
-            cell.source = ANSWER_PROMPT
+    for h in hidden_cells(nb, name):
+        nb.cells[h.cell].source = hidden_source(nb.cells[h.cell].source, h, f"{name}, cell {h.cell}")
+    for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     nb.metadata["revbook_edition"] = "student"
