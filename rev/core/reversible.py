@@ -46,17 +46,35 @@ from .integrators import Integrator, State
 from .streams import Stream
 
 
+def has_autocast(device_type: str) -> bool:
+    """Whether torch has an autocast for `device_type` (cpu, cuda, ... do; meta does not)."""
+    try:
+        torch.is_autocast_enabled(device_type)
+    except RuntimeError:  # "unknown device type for autocast"
+        return False
+    return True
+
+
 @dataclass
 class AutocastState:
+    """The autocast state (enabled, dtype) of one device type, as forward saw it; `available` is False for a
+    device type without autocast (meta), whose state is then "off" and whose context does nothing."""
+
     device_type: str
     enabled: bool
     dtype: torch.dtype
+    available: bool = True
 
     @classmethod
     def capture(cls, device_type: str) -> "AutocastState":
+        if not has_autocast(device_type):
+            return cls(device_type, False, torch.float32, available=False)
         return cls(device_type, torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type))
 
     def context(self) -> contextlib.AbstractContextManager:
+        if not self.available:
+            return contextlib.nullcontext()
+        # enabled=False too is entered: a backward run inside someone's autocast region must not use it
         return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
 
 
