@@ -23,6 +23,7 @@ COMMANDS = {
     "gpucheck": ("rev.engine.gpucheck", "check the CUDA path on a real GPU: one table (under 8 minutes on a T4)"),
     "nbref": ("rev.book.reference", "write (or --check) the reference outputs of the checked notebook cells"),
     "badges": ("rev.book.colab", "point every Colab badge and REPO_URL at a repository (after publishing a fork)"),
+    "site": ("rev.book.site", "the HTML edition: a static book from the executed notebooks (--check: in a browser)"),
 }
 
 

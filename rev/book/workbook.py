@@ -1,5 +1,5 @@
 """`python -m rev workbook --profile P`: execute the notebook sequence headless with papermill, keep the
-executed copies in the build folder, then write the report.
+executed copies in the build folder, then write the report (and, with `--site`, the HTML edition: `rev.book.site`).
 
 Each notebook receives the profile and absolute results/data folders through its `parameters` cell. On a
 failure the run stops and names the notebook, the failing cell and the executed copy to open.
@@ -114,6 +114,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true",
                    help="run every notebook, even those that completed before with the same source and parameters")
+    p.add_argument("--site", action="store_true",
+                   help="then build the HTML edition from the executed notebooks into <out>/site (the site extra)")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -122,4 +124,12 @@ def run_cli(args: argparse.Namespace) -> int:
                      force=args.force)
     except (WorkbookError, ValueError) as e:
         raise SystemExit(f"error: {e}")
+    if args.site:  # the same build folder run_workbook wrote to; notebooks skipped as completed are there from before
+        from .site import SiteError, build_site
+
+        build = args.out or Path("build") / resolve_profile_name(args.profile)
+        try:
+            build_site(build / "notebooks", build / "site", args.results)
+        except SiteError as e:
+            raise SystemExit(f"error: {e}")
     return 0
