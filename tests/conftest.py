@@ -19,3 +19,22 @@ def smoke_data(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("data")
     prepare_profile(get_profile("smoke"), root, progress=False)
     return root
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """A fake T4 (16 GiB, capability 7.5) whose allocator counters follow the CPU allocator (tests/fake_cuda.py):
+    code paths taken only on CUDA run here, on CPU tensors."""
+    from fake_cuda import FakeCuda
+
+    fake = FakeCuda().install(monkeypatch)
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def force_cpu(monkeypatch):
+    """For tests that must run on the CPU whatever the machine has: `torch.cuda.is_available()` answers False here,
+    and subprocesses the test starts see no GPU (CUDA_VISIBLE_DEVICES is empty)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

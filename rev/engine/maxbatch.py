@@ -4,8 +4,8 @@ Search: double the batch until a probe does not fit, then binary-search between 
 miss. Every probe builds the model and optimizer afresh and runs real optimizer steps (the first creates
 Adam's state, the second is measured), so what is measured is what training will need.
 
-* CUDA: the budget is a fraction of the free memory; a probe that runs out of memory is caught, its
-  tensors freed, and counted as a miss.
+* CUDA: the budget is a fraction of what the device can give (`cuda_budget`); a probe that runs out of memory,
+  whichever way CUDA reports it (`is_out_of_memory`), is a miss, and its tensors are freed before the next.
 * CPU: nothing runs out of memory soon enough to tell, so the budget is an explicit byte count (the
   profile's `cpu_mem_budget` unless given), checked against the peak measured by `rev.engine.memory`.
 
@@ -92,17 +92,42 @@ def static_bytes(cfg: GPTConfig) -> int:
     return 16 * n
 
 
-def _measure(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int) -> tuple[int | None, bool]:
-    """(peak bytes, fits) of one probe; a CUDA out-of-memory is a miss with no peak."""
+# How CUDA reports running out of memory: the caching allocator raises torch.OutOfMemoryError; an allocation made
+# outside it (cuBLAS's workspace and handle, a kernel launch) arrives as a plain RuntimeError with one of these.
+OOM_MESSAGES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether `error` says the device ran out of memory (either kind above)."""
+    if isinstance(error, torch.cuda.OutOfMemoryError):   # torch.OutOfMemoryError is the same class
+        return True
+    return isinstance(error, RuntimeError) and any(m in str(error) for m in OOM_MESSAGES)
+
+
+def measure_probe(run: Callable[[], int], budget: int, device: torch.device) -> tuple[int | None, bool]:
+    """(peak bytes, fits) of one probe `run()` returning its peak; running out of memory (`is_out_of_memory`) is a
+    miss with no peak, any other error propagates. Either way the probe's tensors are freed before this returns:
+    the error is dropped first (its traceback holds the failed step's frames, and so its activations), then the
+    garbage collector runs and the CUDA cache is emptied, so the next probe starts from the same memory."""
+    failed = False
     try:
-        peak = step_peak(cfg, batch, device, dtype)
-        return peak, peak <= budget
-    except torch.OutOfMemoryError:
-        return None, False
+        peak = run()
+    except RuntimeError as e:
+        if not is_out_of_memory(e):
+            raise
+        failed = True
     finally:
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    if failed:
+        return None, False
+    return peak, peak <= budget
+
+
+def _measure(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int) -> tuple[int | None, bool]:
+    """(peak bytes, fits) of one probe of `cfg` at `batch` (see `measure_probe`)."""
+    return measure_probe(lambda: step_peak(cfg, batch, device, dtype), budget, device)
 
 
 def largest_fitting(fits: Callable[[int], bool], start: int, limit: int) -> int:
@@ -130,9 +155,18 @@ def largest_fitting(fits: Callable[[int], bool], start: int, limit: int) -> int:
 
 
 def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
-    """`fraction` of what a CUDA device can give a training step: its free memory plus what torch holds."""
+    """`fraction` of what a CUDA device can give a new training step now: the driver's free memory plus what this
+    process's caching allocator holds in reserve without using it (blocks freed by earlier probes or models; they
+    serve new tensors before the driver is asked). Tensors this process still holds (another model, its AdamW
+    state) are not available and not counted; memory held by other processes (another kernel's CUDA context and
+    cache, say a notebook's driver) is already missing from the free figure.
+
+    What it ignores, and `fraction` leaves room for: fragmentation (a cached block may be free yet too small for
+    one large tensor), memory the step takes outside the caching allocator (this process's CUDA context, cuBLAS
+    and cuDNN handles), and whatever other processes allocate while the search runs."""
     free, _ = torch.cuda.mem_get_info(dev)
-    return int(fraction * (free + torch.cuda.memory_allocated(dev)))
+    unused_cache = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+    return int(fraction * (free + max(0, unused_cache)))
 
 
 def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record: Callable, start: int,

@@ -1,11 +1,15 @@
 """Peak memory of a callable (e.g. one training step), measured, not estimated.
 
-* CUDA: the caching allocator's own counters (`max_memory_allocated` after `reset_peak_memory_stats`).
+Both devices report the same kind of figure: the bytes of `live` (parameters, gradients, optimizer state: what
+the call starts from) plus the most the call adds on top of what was allocated when it started. Tensors the
+process holds elsewhere (an earlier model and its AdamW state, kept by a notebook or by bench) count in neither.
+
+* CUDA: the caching allocator's own counters, `max_memory_allocated` after `reset_peak_memory_stats` minus
+  `memory_allocated` at the start (both are process-wide, so only their difference belongs to the call).
 * CPU: PyTorch's CPU allocator reports every allocation and free to the profiler together with its running
-  total of allocated bytes; the peak of that running total over the call, plus the bytes already live when
-  the call starts (parameters, gradients, optimizer state: whatever `live` holds), is the peak. This counts
-  every tensor the call allocates -- activations saved for backward, temporaries, gradients -- and nothing
-  that is not a tensor.
+  total of allocated bytes; the peak of that running total over the call, above its value at the start, is
+  what the call adds. This counts every tensor the call allocates -- activations saved for backward,
+  temporaries, gradients -- and nothing that is not a tensor.
 * CPU, independent check: the process's peak resident set size (Linux `VmHWM`, reset through
   `/proc/self/clear_refs`). It sees the operating system's view, so it agrees with the allocator count up to
   allocator slack; tests use it to validate the first method on large allocations.
@@ -66,14 +70,16 @@ def peak_memory(fn: Callable[[], Any], live: Iterable[Tensor] = (), device: str 
     """Run `fn()` once and return its peak memory; `live` are tensors alive before the call to count in."""
     device = torch.device(device)
     gc.collect()
+    base = tensor_bytes(live)
     if device.type == "cuda":
+        # the counters are the whole process's (other models, their optimizer state): take what the call adds
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
+        start = torch.cuda.memory_allocated(device)
         fn()
         torch.cuda.synchronize(device)
-        return MemoryReport(torch.cuda.max_memory_allocated(device), base, "cuda-allocator")
-    base = tensor_bytes(live)
+        added = max(0, torch.cuda.max_memory_allocated(device) - start)
+        return MemoryReport(base + added, base, "cuda-allocator")
     return MemoryReport(base + _cpu_added_peak(fn), base, "cpu-allocator")
 
 
@@ -90,29 +96,76 @@ def _quiet_stderr():
         os.close(saved)
 
 
-def _cpu_added_peak(fn: Callable[[], Any]) -> int:
-    from torch._C._profiler import _EventType
-    from torch.profiler import ProfilerActivity, profile
+class CpuAllocations:
+    """The CPU allocator's allocation events between `start()` and `stop()`: (time ns, bytes, the allocator's
+    running total of live bytes just after; a free has negative bytes). The total counts tensors allocated while
+    some recording was running, so it tells what those hold before and during a call.
 
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_stderr():  # the profiler's C++ side logs its start and stop on fd 2
-        prof.start()
+    Recordings nest: the profiler runs one session at a time, so starting or stopping one ends the running
+    session, hands its events to every recording still open, and starts a new session for them."""
+
+    _open: list["CpuAllocations"] = []      # the recordings running now, outermost first
+    _session = None
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, int, int]] = []
+
+    @classmethod
+    def _flush(cls) -> None:
+        from torch._C._profiler import _EventType
+
+        if cls._session is None:
+            return
+        with _quiet_stderr():  # the profiler's C++ side logs its start and stop on fd 2
+            cls._session.stop()
+        events = []
+        stack = list(cls._session.profiler.kineto_results.experimental_event_tree())
+        cls._session = None
+        while stack:
+            node = stack.pop()
+            if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+                ef = node.extra_fields
+                events.append((node.start_time_ns, ef.alloc_size, ef.total_allocated))
+            stack.extend(node.children)
+        for rec in cls._open:
+            rec.events.extend(events)
+
+    @classmethod
+    def _begin(cls) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        if cls._open:
+            cls._session = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            with _quiet_stderr():
+                cls._session.start()
+
+    def start(self) -> "CpuAllocations":
+        type(self)._flush()
+        type(self)._open.append(self)
+        type(self)._begin()
+        return self
+
+    def flush(self) -> list[tuple[int, int, int]]:
+        """The events so far (the recording goes on)."""
+        type(self)._flush()
+        type(self)._begin()
+        return sorted(self.events)
+
+    def stop(self) -> list[tuple[int, int, int]]:
+        type(self)._flush()
+        type(self)._open.remove(self)
+        type(self)._begin()
+        return sorted(self.events)
+
+
+def _cpu_added_peak(fn: Callable[[], Any]) -> int:
+    rec = CpuAllocations().start()
     try:
         fn()
     finally:
-        with _quiet_stderr():
-            prof.stop()
-    events = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        node = stack.pop()
-        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
-            ef = node.extra_fields
-            events.append((node.start_time_ns, ef.alloc_size, ef.total_allocated))
-        stack.extend(node.children)
+        events = rec.stop()
     if not events:
         return 0
-    events.sort()
     # The allocator's running total is process-wide; measure it relative to its value just before the call.
     t0, first_size, first_total = events[0]
     start = first_total - first_size
