@@ -243,7 +243,7 @@ class LayerTape:
         from forward -- the Function's outputs, kept copies -- are never overwritten.)"""
         ref = self.owned.get(id(t))
         if ref is not None and ref() is t:
-            return t.sub_(self.stream.increment(out, coef))  # what Stream.sub computes, in place
+            return self.stream.sub_(t, out, coef)  # what Stream.sub computes, in place
         rebuilt = self.stream.sub(t, out, coef)
         self.owned[id(rebuilt)] = weakref.ref(rebuilt)
         return rebuilt

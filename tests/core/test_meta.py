@@ -1,6 +1,8 @@
 """Device-agnostic code: every trunk, on every stream and in every memory layout, runs forward and backward on
 the `meta` device (shapes and dtypes only, no data), the way a user sizes a model before allocating it. A device
-type without autocast (meta) must not break the reversible backward's autocast replay."""
+type without autocast (meta) must not break the reversible backward's autocast replay. Meta tensors hold no
+values, so any host sync on the way (`.item()`, `bool(tensor)`: the fixed stream's handling of invalid values
+must not need one) would raise here too."""
 import pytest
 import torch
 
