@@ -28,20 +28,25 @@ DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
 
 
 def make_training_step(cfg: GPTConfig, batch: int, device: torch.device, dtype, seed: int = 0):
-    """A fresh model and AdamW, and `step()` running one real training step on a fixed random batch."""
+    """A fresh model and AdamW, and `step()` running one real training step on a fixed random batch;
+    `step.forward_backward()` runs the step's forward and backward alone (no update)."""
     torch.manual_seed(seed)
     model = GPT(cfg).to(device)
     opt = adamw(model, lr=1e-4)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len + 1), generator=gen).to(device)
 
-    def step() -> None:
+    def forward_backward() -> None:
         with autocast(device, dtype):
             loss = model(idx[:, :-1], idx[:, 1:])
         loss.backward()
+
+    def step() -> None:
+        forward_backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
+    step.forward_backward = forward_backward
     return model, opt, step
 
 
@@ -163,7 +168,9 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
 
 def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH_TRUNKS, device: str = "auto",
                  precision: str = "auto", progress: bool = True, head: str = "fused") -> dict:
-    """Activation memory of one training step against depth, per trunk (with loss head `head`)."""
+    """Activation memory of one training step against depth, per trunk (with loss head `head`): the peak of its
+    forward and backward above parameters, gradients and AdamW's state. The update is left out: it holds no
+    activations, and foreach AdamW (CUDA's default) allocates temporaries that grow with the parameter count."""
     dev = pick_device(device)
     dtype = bench_amp_dtype(dev, precision)
     out: dict[str, dict[int, int]] = {t: {} for t in trunks}
@@ -172,7 +179,7 @@ def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH
             cfg = GPTConfig(**{**geometry, "n_layer": depth}, trunk=trunk, loss_head=head)
             model, opt, step = make_training_step(cfg, batch, dev, dtype)
             step()
-            out[trunk][depth] = training_step_memory(model, opt, step, dev).activation_bytes
+            out[trunk][depth] = training_step_memory(model, opt, step.forward_backward, dev).activation_bytes
             del model, opt, step
     return out
 

@@ -69,3 +69,18 @@ def test_bench_fp16_on_cpu_reports_each_runs_gradient_error():
     assert "grad err" in format_report(res)
     plain = bench_trunks(GEOMETRY, 2, trunks=("residual",), steps=1, device="cpu", precision="fp32", progress=False)
     assert "grad_error" not in plain["runs"][0] and "grad err" not in format_report(plain)
+
+
+def test_depth_sweep_counts_activations_not_the_foreach_update(monkeypatch):
+    """CUDA's default AdamW is foreach, whose update allocates temporaries that grow with the parameter count;
+    the depth sweep measures forward and backward, so a reversible trunk stays flat under it too."""
+    import torch
+
+    from rev.engine import bench
+
+    monkeypatch.setattr(bench, "adamw", lambda model, lr: torch.optim.AdamW(model.parameters(), lr=lr, foreach=True))
+    geometry = dict(vocab_size=256, seq_len=64, n_layer=2, n_head=2, d_model=64)
+    act = bench.bench_depths(geometry, 4, depths=(4, 16), trunks=("residual", "reveuler_rev"), device="cpu",
+                             progress=False)
+    stored, rev = (act[t][16] - act[t][4] for t in ("residual", "reveuler_rev"))
+    assert stored > 1e6 and rev < 0.02 * stored, act
