@@ -207,6 +207,18 @@ def number(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def whole_numbers(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """`df` with each of `columns` as integers where every value is a whole number: counts (batch, layers, steps,
+    tokens) pass through `number` as floats and would print as 21.0. A column with a missing value stays float,
+    so NaN still means missing."""
+    for c in columns:
+        col = df[c] if c in df else None
+        if col is not None and len(col) and pd.api.types.is_float_dtype(col) and col.notna().all() \
+                and (col % 1 == 0).all():
+            df[c] = col.astype("int64")
+    return df
+
+
 def format_value(value: Any, spec: str = "{:.3g}") -> str:
     """`value` formatted with `spec`, or a dash when it is missing."""
     v = number(value)
@@ -382,6 +394,7 @@ def loss_and_time(df: pd.DataFrame) -> pd.DataFrame:
                      "layers": number(r["n_layer"]), "tokens": tokens, "final_val_loss": number(r["final_val_loss"]),
                      "train_seconds": tokens / tps if tokens and tps else None})
     out = pd.DataFrame(rows, columns=["run", "label", "batch", "layers", "tokens", "final_val_loss", "train_seconds"])
+    out = whole_numbers(out, ["batch", "layers", "tokens"])
     return out.sort_values("final_val_loss", na_position="last").reset_index(drop=True)
 
 
@@ -436,8 +449,9 @@ def stream_runs(df: pd.DataFrame) -> pd.DataFrame:
                      "batch": number(r["batch_size"]), "steps": number(r["steps"]), "tokens": number(r["tokens"]),
                      "final_val_loss": number(r["final_val_loss"]), "tokens_per_s": number(r["tokens_per_s"]),
                      "reconstruction_error": number(r["reconstruction_error"]), "reliable": ok, "why": why})
-    return pd.DataFrame(rows, columns=["run", "trunk", "h", "stream", "batch", "steps", "tokens", "final_val_loss",
-                                       "tokens_per_s", "reconstruction_error", "reliable", "why"])
+    return whole_numbers(pd.DataFrame(rows, columns=["run", "trunk", "h", "stream", "batch", "steps", "tokens",
+                                                     "final_val_loss", "tokens_per_s", "reconstruction_error",
+                                                     "reliable", "why"]), ["batch", "steps", "tokens"])
 
 
 def max_batch_views(df: pd.DataFrame) -> pd.DataFrame:
@@ -453,14 +467,14 @@ def max_batch_views(df: pd.DataFrame) -> pd.DataFrame:
     tokens = min(number(r["tokens"]) for r in runs)
     steps = min(number(r["steps"]) for r in runs)
     u = unigram_loss(df)
-    return pd.DataFrame([{
+    return whole_numbers(pd.DataFrame([{
         "run": r["run"], "batch": number(r["batch_size"]), "steps": number(r["steps"]), "tokens": number(r["tokens"]),
         "final_val_loss": number(r["final_val_loss"]),
         "below_context_free": u - number(r["final_val_loss"]) if u is not None and number(r["final_val_loss"])
         else None,
         "equal_tokens": int(tokens), "val_loss_at_equal_tokens": val_loss_at(r["path"], tokens),
         "equal_steps": int(steps), "val_loss_at_equal_steps": val_loss_at(r["path"], steps, by="step"),
-    } for r in runs], columns=cols)
+    } for r in runs], columns=cols), ["batch", "steps", "tokens"])
 
 
 def loss_head_table(ablation: dict | None) -> pd.DataFrame:

@@ -178,6 +178,18 @@ def test_workbook_site_flag_builds_from_its_own_build_folder(monkeypatch, tmp_pa
     assert calls == {"src": Path("build/smoke/notebooks"), "out": Path("build/smoke/site"), "results": tmp_path}
 
 
+def test_counts_read_back_as_floats_print_as_integers():
+    import pandas as pd
+
+    from rev.book.results import whole_numbers
+
+    df = whole_numbers(pd.DataFrame({"batch": [21.0, 8.0], "layers": [2.0, None], "h": [1.0, 0.5],
+                                     "loss": [5.1, 5.2]}), ["batch", "layers", "h", "absent"])
+    assert df["batch"].tolist() == [21, 8] and str(df["batch"].dtype) == "int64"
+    assert df["layers"].isna().iloc[1] and df["h"].tolist() == [1.0, 0.5], "missing and fractional values stay float"
+    assert "21.0" not in df.to_string() and " 21 " in df.to_string()
+
+
 def test_page_problems_name_what_a_reader_would_miss():
     page = {"path": "notebooks/x.html", "figures": 2, "math": True}
     good = {"h1": "x", "figures": 2, "broken": [], "mjx": 3, "math": 3, "unrendered": 0, "merror": 0, "errors": 0,
