@@ -9,7 +9,8 @@ A reader sees a copy, changed at build time; the notebooks and what nbval compar
 * papermill's injected-parameters cell is dropped (it holds this machine's paths); the parameters cell and the
   set-up cell are left off the page (each chapter page says which profile it ran with, instead) but kept in the
   notebook the page offers for download, which therefore runs where it is opened;
-* `# NBVAL_...` marker comments are stripped from the displayed code;
+* `# NBVAL_...` marker comments are stripped from the displayed code; outputs name the run's results and data
+  folders `results` and `data` (the parameters' defaults), not by this machine's absolute paths;
 * widget outputs (tqdm's progress bars under papermill) become static HTML of their final state and the widget
   state goes, so no widget manager is fetched from a CDN; interactive widgets only run behind `INTERACTIVE`,
   which the workbook leaves off, so their static figure is what the page has;
@@ -177,9 +178,30 @@ def is_executed(nb: nbformat.NotebookNode) -> bool:
     return "papermill" in nb.metadata or any(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
 
 
-def prepare_notebook(nb: nbformat.NotebookNode, badge: str, note: str = "") -> nbformat.NotebookNode:
+def relative_paths(out: nbformat.NotebookNode, paths: dict[str, str]) -> nbformat.NotebookNode:
+    """`out` with each absolute folder in `paths` written as its short name (the run's results folder as
+    `results`, say): what a reader's own run would print, not this machine's layout."""
+    def fix(text: Any) -> Any:
+        if isinstance(text, list):
+            return [fix(t) for t in text]
+        if not isinstance(text, str):
+            return text
+        for folder in sorted(paths, key=len, reverse=True):  # the longer first: one folder may hold another
+            text = text.replace(folder, paths[folder])
+        return text
+
+    if "text" in out:
+        out["text"] = fix(out["text"])
+    for mime in [m for m in out.get("data", {}) if m.startswith("text/")]:
+        out["data"][mime] = fix(out["data"][mime])
+    return out
+
+
+def prepare_notebook(nb: nbformat.NotebookNode, badge: str, note: str = "",
+                     paths: dict[str, str] | None = None) -> nbformat.NotebookNode:
     """The reader's copy of executed notebook `nb` (see the module docstring): `badge` is the local image's path
-    as the page refers to it, `note` a line of Markdown put under the notebook's first cell."""
+    as the page refers to it, `note` a line of Markdown put under the notebook's first cell, `paths` absolute
+    folders to show by a short name in the outputs."""
     nb = copy.deepcopy(nb)
     models = nb.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     nb.metadata.pop("papermill", None)
@@ -197,7 +219,8 @@ def prepare_notebook(nb: nbformat.NotebookNode, badge: str, note: str = "") -> n
             cell.source = strip_markers(cell.source)
             if "solution" in tags:
                 tags.add("hide-input")
-            cell.outputs = [o for o in (static_output(o, models) for o in cell.get("outputs", [])) if o is not None]
+            cell.outputs = [relative_paths(o, paths or {}) for o in
+                            (static_output(o, models) for o in cell.get("outputs", [])) if o is not None]
         if tags:
             cell.metadata["tags"] = sorted(tags)
         cells.append(cell)
@@ -356,7 +379,8 @@ def landing_page(pages: list[Page], params: dict[str, Any], report: bool, when: 
         "## Run it yourself", "",
         "On a laptop CPU (the `cpu` profile, under half an hour on 2 cores), from a checkout of the repository:", "",
         "```bash",
-        'python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && pip install -e ".[notebooks]"',
+        "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
+        'pip install -e ".[notebooks,site]"',
         "python -m rev workbook --profile cpu --site      # the report, then this site, in build/cpu/site",
         "jupyter lab notebooks/                           # or open the chapters one by one",
         "```", "",
@@ -406,11 +430,13 @@ def write_source(nbs: list[tuple[str, nbformat.NotebookNode]], params: dict[str,
     shutil.copytree(es5 / "output" / "chtml" / "fonts" / "woff-v2", static / "mathjax" / "output" / "chtml" /
                     "fonts" / "woff-v2")
     profile = str(params.get("PROFILE", "?"))
+    # the folders as the parameters cell names them by default (what a reader's own run prints)
+    paths = {str(params[k]): short for k, short in (("RESULTS_DIR", "results"), ("DATA_DIR", "data")) if params.get(k)}
     pages = [Page("index.html", "landing", "revbook", 0, False)]
     for name, nb in nbs:
         note = f'<p class="rev-edition">Executed with the <code>{html.escape(profile)}</code> profile by ' \
                f'<code>python -m rev workbook</code>; the parameters and set-up cells are not shown.</p>'
-        page = prepare_notebook(nb, "../colab-badge.svg", note)
+        page = prepare_notebook(nb, "../colab-badge.svg", note, paths)
         nbformat.write(page, source / "notebooks" / f"{name}.ipynb")
         pages.append(Page(f"notebooks/{name}.html", "chapter", notebook_title(page, name), figure_count(page),
                           has_math(page)))
@@ -432,6 +458,8 @@ def _clear(out: Path) -> None:
     """Empty `out` for a new build, refusing to delete a folder that is not a site of ours."""
     if not out.exists():
         return
+    if not out.is_dir():
+        raise SiteError(f"{out} is a file: --out names the folder the site goes to")
     if any(out.iterdir()) and not (out / MANIFEST).is_file():
         raise SiteError(f"{out} exists and is not a site built by `python -m rev site`: give an empty or new --out")
     shutil.rmtree(out)
@@ -492,6 +520,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     if args.src is None and args.profile is None:
         raise SystemExit("error: give --from DIR (executed notebooks) or --profile PROFILE (build/PROFILE/notebooks)")
+    if args.src is None:
+        from ..engine.profiles import resolve_profile_name  # "auto" names the folder the workbook used
+
+        args.profile = resolve_profile_name(args.profile)
     src = args.src or Path("build") / args.profile / "notebooks"
     out = args.out or (src.parent if src.name == "notebooks" else src) / "site"
     try:

@@ -164,14 +164,14 @@ def check_site(site: str | Path, screenshots: str | Path | None = None, timeout_
             # MathJax is a deferred script, run before the load event: by now it has started, or it never will
             if page["math"] and not tab.evaluate(_MATHJAX_DONE_JS):
                 problems.append(f"{page['path']}: MathJax did not start (its script missing or broken?)")
-            tab.wait_for_load_state("networkidle", timeout=timeout_ms)
             facts = tab.evaluate(_FACTS_JS)
             problems += page_problems(page, facts, list(secrets))
             problems += [f"{page['path']}: {f}" for f in failed if not any(o in f for o in outside)]
             if shots and page["kind"] == "landing":
                 _screenshot(tab, shots / "landing.png")
             if shots and page["kind"] == "report":
-                _screenshot(tab, shots / "report.png", "article img")
+                _screenshot(tab, shots / "report.png")
+                _screenshot(tab, shots / "report-figure.png", "article img")
             if shots and page is showcase:
                 _screenshot(tab, shots / f"chapter-{Path(page['path']).stem}.png")
                 _screenshot(tab, shots / f"chapter-{Path(page['path']).stem}-figure.png", "div.cell_output img")

@@ -59,7 +59,7 @@ def executed_notebook(name: str, results_dir: str = "/machine/results") -> nbfor
     """A small notebook as papermill leaves it: injected parameters, outputs, widget state."""
     bar, state = _progress_bar()
     image = nbformat.v4.new_output("display_data", data={"image/png": PNG_1PX, "text/plain": "<Figure>"})
-    printed = nbformat.v4.new_output("stream", name="stdout", text="checked: True\n")
+    printed = nbformat.v4.new_output("stream", name="stdout", text=f"checked: True\nreused {results_dir}/smoke/run1\n")
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell(f"# {name} · A chapter\n\n{BADGE.format(name=name)}\n\n"
                                       "Reversible Euler maps $x$ to $x + h f(x)$; the cost is `$HOME`-free."),
@@ -92,10 +92,12 @@ def test_markers_leave_the_code_and_other_comments_stay():
 def test_reader_copy_drops_plumbing_and_keeps_the_lesson():
     nb = executed_notebook("04_run1_baseline")
     before = nbformat.writes(nb)
-    page = site.prepare_notebook(nb, "../colab-badge.svg", "a note")
+    page = site.prepare_notebook(nb, "../colab-badge.svg", "a note", {"/machine/results": "results"})
     assert nbformat.writes(nb) == before, "the executed notebook itself must not change"
     sources = [c.source for c in page.cells]
     text = "\n".join(sources)
+    outputs = [o for c in page.cells if c.cell_type == "code" for o in c.outputs]
+    assert "reused results/smoke/run1\n" in [o.get("text", "").split("True\n")[-1] for o in outputs]
     assert "/machine/results" not in text and not any("injected-parameters" in c.metadata.get("tags", [])
                                                        for c in page.cells)
     hidden = [c for c in page.cells if "remove-cell" in c.metadata.get("tags", [])]
@@ -166,6 +168,8 @@ def test_a_folder_that_is_not_a_site_is_never_cleared(tmp_path):
     with pytest.raises(site.SiteError, match="not a site"):
         site._clear(tmp_path)
     assert (tmp_path / "thesis.tex").is_file()
+    with pytest.raises(site.SiteError, match="is a file"):
+        site._clear(tmp_path / "thesis.tex")
 
 
 def test_workbook_site_flag_builds_from_its_own_build_folder(monkeypatch, tmp_path):
@@ -195,7 +199,8 @@ def test_page_problems_name_what_a_reader_would_miss():
     good = {"h1": "x", "figures": 2, "broken": [], "mjx": 3, "math": 3, "unrendered": 0, "merror": 0, "errors": 0,
             "text": "fine"}
     assert page_problems(page, good, ["/machine/results"]) == []
-    bad = {**good, "figures": 1, "mjx": 0, "unrendered": 3, "errors": 1, "text": "# NBVAL_CHECK_OUTPUT /machine/results"}
+    bad = {**good, "figures": 1, "mjx": 0, "unrendered": 3, "errors": 1,
+           "text": "# NBVAL_CHECK_OUTPUT /machine/results"}
     found = "\n".join(page_problems(page, bad, ["/machine/results"]))
     for what in ("1 figure(s) shown, 2 expected", "MathJax rendered none", "3 of 3 math", "error output",
                  "NBVAL_", "/machine/results"):
@@ -240,7 +245,7 @@ def test_the_site_is_built_offline_with_local_assets_only(built_site):
     chapter = (built_site / "notebooks" / "00_setup.html").read_text()
     assert "BUNDLE_ZIP" not in chapter and "Set-up: use the code" not in chapter
     assert "colab.research.google.com/github/someone/somebook/blob/v2/notebooks/00_setup.ipynb" in chapter
-    assert "rev-progress" in chapter and "colab-badge.svg" in chapter
+    assert "rev-progress" in chapter and "colab-badge.svg" in chapter and "reused results/smoke/run1" in chapter
     landing = (built_site / "index.html").read_text()
     assert "01_integrator_theory · A chapter" in landing and site.CHAPTER_LINES["01_integrator_theory"] in landing
     assert "report.html" in landing and "2030-01-02" in landing
