@@ -217,8 +217,10 @@ def prepare_notebook(nb: nbformat.NotebookNode, badge: str, note: str = "",
                 # off the page, kept in the .ipynb the page offers for download, so that copy still runs
                 tags.add("remove-cell")
             cell.source = strip_markers(cell.source)
-            if "solution" in tags:
+            if "solution" in tags:  # folded, so a reader can try the exercise before seeing it
                 tags.add("hide-input")
+                cell.metadata["mystnb"] = {"code_prompt_show": "Show the solution",
+                                           "code_prompt_hide": "Hide the solution"}
             cell.outputs = [relative_paths(o, paths or {}) for o in
                             (static_output(o, models) for o in cell.get("outputs", [])) if o is not None]
         if tags:

@@ -245,6 +245,7 @@ def test_the_site_is_built_offline_with_local_assets_only(built_site):
     chapter = (built_site / "notebooks" / "00_setup.html").read_text()
     assert "BUNDLE_ZIP" not in chapter and "Set-up: use the code" not in chapter
     assert "colab.research.google.com/github/someone/somebook/blob/v2/notebooks/00_setup.ipynb" in chapter
+    assert "Show the solution" in chapter, "solution code folded under its own prompt"
     assert "rev-progress" in chapter and "colab-badge.svg" in chapter and "reused results/smoke/run1" in chapter
     landing = (built_site / "index.html").read_text()
     assert "01_integrator_theory · A chapter" in landing and site.CHAPTER_LINES["01_integrator_theory"] in landing
