@@ -265,22 +265,27 @@ def _grads(model: GPT, idx: torch.Tensor, tgt: torch.Tensor, autocast: bool = Fa
 GRAD_GEOMETRY = dict(vocab_size=64, seq_len=16, n_layer=4, n_head=2, d_model=32)
 
 
+STREAM_MODEL_DTYPE = {"fp32": torch.float32, "fp64": torch.float64, "fixed": torch.float64}
+
+
 def gradient_differences(bases: Sequence[str] = ("midpoint", "reveuler"),
                          streams: Sequence[str] = ("fp32", "fp64", "fixed"),
                          geometry: dict | None = None, h: float = 0.5, batch: int = 3,
                          seed: int = 0) -> pd.DataFrame:
     """Per-parameter relative gradient difference |g_rev - g_stored| / |g_stored| of each reversible trunk
-    against its stored twin, models in float64, for each residual-stream storage.
+    against its stored twin, for each residual-stream storage, each in the model dtype it is meant for
+    (`STREAM_MODEL_DTYPE`: a stream never sums below its model's dtype, so an fp32 stream in a float64 model
+    would be a float64 one).
 
-    The blocks compute in float64 throughout; only the stream differs. A float64 or fixed-point stream
-    inverts (almost) exactly, so the differences sit at float64 rounding; an fp32 stream loses bits on
-    every add and subtract and the rebuilt activations -- and so the gradients -- carry that error."""
+    A float64 or fixed-point stream inverts (almost) exactly, so the differences sit at float64 rounding; an
+    fp32 stream loses bits on every add and subtract and the rebuilt activations -- and so the gradients --
+    carry that error."""
     geometry = {**GRAD_GEOMETRY, **(geometry or {})}
     idx, tgt = _batch(geometry, batch, seed + 1)
     rows = []
     for base in bases:
         for stream in streams:
-            stored, rev = _twin_models(base, stream, torch.float64, geometry, h, seed)
+            stored, rev = _twin_models(base, stream, STREAM_MODEL_DTYPE[stream], geometry, h, seed)
             gs, gr = _grads(stored, idx, tgt), _grads(rev, idx, tgt)
             for name in gs:
                 den = gs[name].norm().item()
@@ -471,9 +476,9 @@ def takeaways(tests: pd.DataFrame, test_seconds: float, grad: pd.DataFrame, cos:
     return "\n".join([
         f"- {counts['passed']} of {len(tests)} selected tests passed ({counts['failed']} failed, {counts['error']} "
         f"errors, {counts['skipped']} skipped) in {test_seconds:.0f} s of pytest run in this kernel.",
-        f"- Same weights, float64 model: the reversible gradients match the stored twin's to {exact:.1e} (largest "
-        f"per-parameter relative difference) on fp64 and fixed streams; on an fp32 stream the rebuilt activations "
-        f"round, and the gap grows to {worst['fp32']:.1e} ({worst['fp32'] / max(exact, 1e-300):.1e} times larger).",
+        f"- Same weights, float64 models: the reversible gradients match the stored twin's to {exact:.1e} (largest "
+        f"per-parameter relative difference) on fp64 and fixed streams; in a float32 model on an fp32 stream the "
+        f"rebuilt activations round, and the gap grows to {worst['fp32']:.1e} ({worst['fp32'] / max(exact, 1e-300):.1e} times larger).",
         f"- Under bf16 autocast, a reversible backward that forgets to re-enter autocast is off by up to "
         f"1 - cosine = {max(fx_bad.one_minus_cos, f32_bad.one_minus_cos):.1e}, "
         + ("which the 0.999 cosine threshold catches." if caught_by_cosine(cos) else

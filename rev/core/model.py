@@ -278,7 +278,7 @@ class Trunk(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if self.mode == "reversible":
             return reversible_trunk(self.integrator, self.blocks, x, self.h, self.stream, self.keep)
-        st, dtype = self.stream, x.dtype
+        st, dtype = self.stream.at_least(x.dtype), x.dtype  # a .double() model sums in float64 on 'fp32' too
         state = tuple(st.encode_diff(s) for s in self.integrator.init(x))
         for layer, block in enumerate(self.blocks):
             if self.mode == "checkpoint" and torch.is_grad_enabled():

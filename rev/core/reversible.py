@@ -150,8 +150,31 @@ class ReversibleSpec:
     keep: frozenset[int] = field(default_factory=frozenset)
 
 
+def _check_parameters(spec: ReversibleSpec, params: Sequence[Tensor], versions: Sequence[int]) -> None:
+    """The memory-free backward recomputes every block from the module's parameters as they are at backward
+    time, so they must be the very tensors forward ran with, unchanged (autograd makes the same check on the
+    tensors it saves; a version counter costs no device sync)."""
+    now = [p for b in spec.blocks for p in b.parameters()]
+    if len(now) != len(params) or any(a is not b for a, b in zip(now, params)):
+        raise RuntimeError("the reversible trunk's blocks hold other parameters in backward than in forward (a "
+                           "reparametrization active during forward only, such as torch.func.functional_call?); "
+                           "its backward recomputes the blocks from the module's own parameters: pass the module's "
+                           "parameters themselves, or use the stored twin trunk")
+    if any(p._version != v for p, v in zip(params, versions)):
+        raise RuntimeError("a parameter of the reversible trunk was modified in place between forward and backward "
+                           "(an optimizer step before backward?); its backward recomputes the blocks with the "
+                           "parameters as they are now, which would give wrong gradients: call backward first")
+
+
 class ReversibleFunction(torch.autograd.Function):
-    """apply(spec, *state_in, *params) -> final state (decoded to the input's dtype)."""
+    """apply(spec, *state_in, *params) -> final state (decoded to the input's dtype).
+
+    A second backward (`retain_graph=True`, as `torch.autograd.gradcheck` does) works: the first backward frees
+    the final state as it goes, so that the trunk's backward holds no extra copy of it, and keeps the input
+    state it rebuilt instead; a later backward runs the forward again from there (under the saved autocast
+    state) to get the final state back. On the fixed stream that is the very same state; on a float stream it
+    is one round trip's reconstruction error away. Without `retain_graph`, a second backward raises autograd's
+    own error, as for any other function."""
 
     @staticmethod
     def forward(ctx, spec: ReversibleSpec, *inputs: Tensor):
@@ -162,14 +185,23 @@ class ReversibleFunction(torch.autograd.Function):
         state = tuple(stream.encode(s) for s in state_in)
         final, kept = run_forward(spec.integrator, spec.blocks, state, spec.h, stream, dtype, keep=spec.keep)
         ctx.spec, ctx.state, ctx.kept, ctx.dtype, ctx.n_params = spec, final, kept, dtype, len(params)
+        ctx.rebuilt_input = None
+        ctx.params, ctx.versions = params, tuple(p._version for p in params)
         ctx.autocast = AutocastState.capture(state_in[0].device.type)
+        ctx.save_for_backward()  # nothing saved, but autograd now refuses a second backward without retain_graph
         return tuple(stream.decode(s, dtype) for s in final)
 
     @staticmethod
     def backward(ctx, *grads_out: Tensor):
+        ctx.saved_tensors  # noqa: B018 -- raises autograd's "backward through the graph a second time" error
         spec, stream = ctx.spec, ctx.spec.stream
+        _check_parameters(spec, ctx.params, ctx.versions)
+        if ctx.state is None:  # a second backward: the first freed the final state, rebuild it from the input
+            with ctx.autocast.context():
+                ctx.state, ctx.kept = run_forward(spec.integrator, spec.blocks, ctx.rebuilt_input, spec.h, stream,
+                                                  ctx.dtype, keep=spec.keep)
         state, kept = ctx.state, ctx.kept
-        del ctx.state, ctx.kept  # free as we go
+        ctx.state = ctx.kept = ctx.rebuilt_input = None  # free as we go
         carrier = stream.carrier_dtype
         grads = [g.to(carrier) if g is not None else torch.zeros_like(stream.decode(s, carrier))
                  for g, s in zip(grads_out, state)]
@@ -183,6 +215,7 @@ class ReversibleFunction(torch.autograd.Function):
             state = spec.integrator.inverse(state, tape.call, spec.h, layer, tape.sub)
             grads = tape.input_grads(state)
             param_grads = tape.param_grads() + param_grads
+        ctx.rebuilt_input = state  # what a second backward starts its forward from
         return (None, *(g.to(ctx.dtype) for g in grads), *param_grads)
 
 
@@ -291,8 +324,9 @@ class LayerTape:
 
 def reversible_trunk(integrator: Integrator, blocks: Sequence[nn.Module], x: Tensor, h: float, stream: Stream,
                      keep: Sequence[int] = ()) -> Tensor:
-    """Memory-free trunk output for input `x` (the integrator's `output` of the final state)."""
-    spec = ReversibleSpec(integrator, blocks, h, stream, frozenset(keep))
+    """Memory-free trunk output for input `x` (the integrator's `output` of the final state). The stream stores
+    its sums in no less than `x`'s dtype (`Stream.at_least`)."""
+    spec = ReversibleSpec(integrator, blocks, h, stream.at_least(x.dtype), frozenset(keep))
     params = [p for b in blocks for p in b.parameters()]
     final = ReversibleFunction.apply(spec, *integrator.init(x), *params)
     return integrator.output(final)
@@ -320,6 +354,7 @@ def reconstruction_error(model: nn.Module, idx: Tensor) -> float:
     if not integ.reversible:
         raise ValueError(f"trunk integrator {integ.name!r} has no exact inverse; use a midpoint or reveuler trunk")
     x = model.embed(idx)
+    stream = stream.at_least(x.dtype)  # as the trunk itself runs
     start = tuple(stream.encode(s) for s in integ.init(x))
     final, _ = run_forward(integ, trunk.blocks, start, trunk.h, stream, x.dtype)
     back = run_inverse(integ, trunk.blocks, final, trunk.h, stream, x.dtype)
