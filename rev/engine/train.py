@@ -14,7 +14,13 @@ process would.
 
 `resume="auto"` makes a run safe to start again after an interruption (what the notebooks use): a finished
 run with the same resolved settings (`run_key`) is returned from its summary.json, an unfinished one continues
-from its checkpoint (bit-exact, as `resume=True`), anything else starts afresh.
+from its checkpoint (as `resume=True`), anything else starts afresh.
+
+A resumed run restores weights, optimizer, loss scaler, RNG and sampler, so on a CPU it repeats the uninterrupted
+run bit for bit (tests/engine/test_train.py checks it). On CUDA it is as deterministic as the kernels: no
+determinism setting is made (it would cost speed), and some backward kernels (attention, the embedding's
+gradient) may add in a different order from run to run, so a resumed run can differ from an uninterrupted one
+in the last bits, and those differences grow as training goes on; `python -m rev gpucheck` measures how far.
 """
 from __future__ import annotations
 
@@ -165,8 +171,17 @@ def _dist_setup(device: torch.device) -> tuple[int, int]:
 
 
 def _local_device(device: torch.device) -> torch.device:
+    """Under torchrun, a CUDA run's process `LOCAL_RANK` takes GPU number `LOCAL_RANK` of its node; more processes
+    than GPUs is an error that says what to start instead (sharing a GPU would need nccl to allow it)."""
     if device.type == "cuda" and "LOCAL_RANK" in os.environ:
-        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        rank, gpus = int(os.environ["LOCAL_RANK"]), torch.cuda.device_count()
+        if rank >= gpus:
+            procs = os.environ.get("LOCAL_WORLD_SIZE", str(rank + 1))
+            raise ValueError(f"torchrun started {procs} processes on this node but it has {gpus} GPU"
+                             f"{'s' if gpus != 1 else ''}, so process {rank} has none: start it with "
+                             f"--nproc_per_node {gpus} (one process per GPU), or run every process on the CPU "
+                             f"with --device cpu")
+        dev = torch.device("cuda", rank)
         torch.cuda.set_device(dev)
         return dev
     return device
@@ -196,6 +211,17 @@ def save_checkpoint(path: Path, state: dict) -> None:
     """Write to a temporary name, then rename: a crash never leaves a half-written checkpoint."""
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
+
+
+def load_scaler_state(scaler: torch.amp.GradScaler, state: dict) -> None:
+    """Restore a checkpoint's GradScaler state. A checkpoint written without loss scaling (fp32 or bf16 compute, a
+    disabled scaler: its state is empty, and torch's `load_state_dict` refuses it) resumed where fp16 turns the
+    scaler on (a T4) starts from a fresh scale, and says so; a disabled scaler ignores any state."""
+    if scaler.is_enabled() and not state:
+        print("note: the checkpoint was written without a loss scaler (fp32 or bf16 compute); continuing under "
+              "fp16 with a fresh GradScaler, so the numbers are not those of an uninterrupted run in either precision")
+        return
+    scaler.load_state_dict(state)
 
 
 def load_checkpoint(path: Path, model_cfg: GPTConfig) -> dict:
@@ -328,7 +354,7 @@ def train(cfg: TrainConfig) -> dict:
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
-        scaler.load_state_dict(ckpt["scaler"])
+        load_scaler_state(scaler, ckpt["scaler"])
         gen.set_state(ckpt["sampler_rng"])
         torch.set_rng_state(ckpt["torch_rng"])
         start = int(ckpt["step"])

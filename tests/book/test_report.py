@@ -30,7 +30,8 @@ def results(tmp_path_factory) -> Path:
     prepare_profile(get_profile(PROFILE), data, progress=False)
     root = tmp_path_factory.mktemp("results")
     prof = root / PROFILE
-    kw = dict(profile=PROFILE, data_dir=data, train_tokens=4 * ONE_BATCH, eval_every=2, progress=False)
+    # on the CPU wherever the suite runs: the tests below read the runs' device back ("CPU ...")
+    kw = dict(profile=PROFILE, data_dir=data, train_tokens=4 * ONE_BATCH, eval_every=2, progress=False, device="cpu")
     base = train(TrainConfig(trunk="residual", out_dir=prof / "run1_baseline", **kw))
     rev = train(TrainConfig(trunk="reveuler_rev", out_dir=prof / "run2_reversible_same_batch", **kw))
     # the screening's chosen run is the same configuration; copying it keeps the fixture fast

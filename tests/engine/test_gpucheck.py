@@ -1,6 +1,7 @@
-"""`python -m rev gpucheck`: refuses on a machine without CUDA; its gradient check (the part that also runs on
-a CPU) is exact on every available device and catches a backward that forgets the autocast replay."""
+"""`python -m rev gpucheck`: refuses on a machine without CUDA unless asked for its CPU doubles; every row that
+can run on a CPU runs on every available device here, passes, and fails when the promise it checks is broken."""
 import contextlib
+from pathlib import Path
 
 import pytest
 import torch
@@ -57,3 +58,95 @@ def test_table_lists_every_row():
     table = gpucheck.format_table(rows, "gpucheck on X")
     assert table.splitlines()[0] == "gpucheck on X" and len(table.splitlines()) == 4
     assert "max batch residual" in table and "pass" in table
+
+
+# --- the rows that also run on a CPU (each once per available device) ------------------------------------------
+
+CPU = torch.device("cpu")
+
+
+def _dtype(device: str) -> torch.dtype:
+    """The half type training uses there: a T4's fp16 on a CPU (the double), the GPU's own otherwise."""
+    from rev.engine.device import amp_dtype
+
+    return amp_dtype(torch.device(device)) if device == "cuda" else torch.float16
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_layout_twins_pass_and_a_dropped_chunk_fails(device, monkeypatch):
+    dev = torch.device(device)
+    row = gpucheck.layout_row(dev, _dtype(device))
+    assert row.verdict == "pass" and "chunks 64/256" in row.check, row
+    import rev.core.reversible as R
+
+    chunks = R.position_chunks
+    monkeypatch.setattr(R, "position_chunks", lambda *a: (lambda c: c[:-1] if len(c) > 1 else c)(chunks(*a)))
+    assert gpucheck.layout_row(dev, _dtype(device)).verdict == "FAIL"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_head_row_under_fp16(device):
+    row = gpucheck.head_row(torch.device(device), *(() if device == "cuda" else (1024, 2048, 64)))
+    assert row.verdict == "pass", row
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scaler_skip_row_and_a_scaler_that_never_skips(device, monkeypatch):
+    dev = torch.device(device)
+    row = gpucheck.scaler_skip_row(dev)
+    assert row.verdict == "pass" and "skipped with weights unchanged" in row.figure, row
+    monkeypatch.setattr(torch.amp.GradScaler, "_maybe_opt_step",
+                        lambda self, optimizer, state, *a, **k: optimizer.step())   # steps on inf gradients too
+    assert gpucheck.scaler_skip_row(dev).verdict == "FAIL"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fixed_stream_row_is_bit_exact(device):
+    row = gpucheck.fixed_recon_row(torch.device(device), _dtype(device))
+    assert row.verdict == "pass" and row.figure.count("0.0e+00") == 2, row
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_oom_inside_the_reversible_backward_is_a_miss(device):
+    def run_out() -> None:   # cuBLAS's kind: a plain RuntimeError (on CUDA the row allocates for real)
+        raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasSgemm( handle, ...)`")
+
+    row = gpucheck.oom_backward_row(torch.device(device), None if device == "cuda" else run_out)
+    assert row.verdict == "pass" and "ran out in backward" in row.figure and "freed" in row.figure, row
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_relative_memory_row(device):
+    row = gpucheck.relative_memory_row(torch.device(device), 64 * 2**20)
+    assert row.verdict == "pass", row
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_resume_row_and_a_resume_that_forgets_the_optimizer(device, smoke_data, monkeypatch):
+    dev = torch.device(device)
+    row = gpucheck.resume_row(dev, smoke_data, steps=12)
+    assert row.verdict == "pass" and (device == "cuda" or "bit-exact" in row.figure), row
+    monkeypatch.setattr(torch.optim.AdamW, "load_state_dict", lambda self, state: None)
+    assert gpucheck.resume_row(dev, smoke_data, steps=12).verdict == "FAIL"
+
+
+def test_training_verdict_asks_for_more_than_ln_v(smoke_data):
+    """20 smoke steps end below ln V (a model that only learnt token counts) but not below the unigram loss."""
+    rows = gpucheck.train_rows(CPU, smoke_data, "reveuler_rev", 20, profile="smoke")
+    for r in rows:
+        val, unigram, ln_v = (float(r.figure.split(k)[1].split()[0].strip("(),;"))
+                              for k in ("val", "unigram", "ln V"))
+        assert val < ln_v and r.verdict == ("pass" if val < unigram - gpucheck.UNIGRAM_MARGIN else "FAIL"), r
+    assert any(r.verdict == "FAIL" for r in rows)
+
+
+def test_without_cuda_the_gpu_rows_skip_and_the_doubles_run(monkeypatch):
+    ran = []
+    for name in ("grad_rows", "layout_row", "head_row", "scaler_skip_row", "fixed_recon_row", "flat_memory_row",
+                 "relative_memory_row", "oom_row", "oom_backward_row", "resume_row", "bench_rows",
+                 "max_batch_rows", "train_rows"):
+        monkeypatch.setattr(gpucheck, name, lambda *a, _n=name, **k: ran.append(_n) or gpucheck.Row(_n, "pass", "", 1.0))
+    rows = gpucheck.gpucheck(CPU, Path("data"))
+    assert len(rows) == 13 and set(ran).isdisjoint({"oom_row", "bench_rows", "max_batch_rows", "train_rows"})
+    assert [r.verdict for r in rows].count("skip") == 4
+    assert all("needs a CUDA GPU" in r.figure for r in rows if r.verdict == "skip")

@@ -106,9 +106,10 @@ def test_memory_line_predicts_the_measured_max_batch():
 def test_largest_fitting_finds_the_threshold(top):
     assert largest_fitting(lambda n: n <= top, 8, 100) == top
 
-def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
+def test_ddp_two_processes_match_one_process(data_dir, tmp_path, force_cpu):
+    # on the CPU (gloo) wherever the suite runs: two processes on a machine with one GPU would be refused
     common = ["--profile", "smoke", "--trunk", "reveuler_rev", "--data-dir", str(data_dir), "--no-progress",
-              "--tokens", str(6 * ONE_BATCH), "--eval-every", "3"]
+              "--tokens", str(6 * ONE_BATCH), "--eval-every", "3", "--device", "cpu"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
                     "-m", "rev", "train", "--out", str(tmp_path / "ddp"), *common], check=True, env=env,
