@@ -9,6 +9,23 @@ import torch
 
 torch.set_num_threads(1)
 
+# Tests that run the CUDA path where a GPU is visible (the `device` fixture or parameter: CPU, plus CUDA when
+# there is one) or through the CUDA double (`fake_cuda`) carry the `cuda` marker. They pass on any device, so
+# `pytest -m cuda` is the selection a GPU machine runs (the Colab driver does); the rest of the suite checks
+# promises made on a CPU (bit-exact resume, CPU figures) and runs there.
+CUDA_FIXTURES = {"device", "fake_cuda"}
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "cuda: exercises the CUDA path (on a GPU where visible, else its CPU "
+                                       "double); passes on any device")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if CUDA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cuda)
+
 
 @pytest.fixture(scope="module")
 def smoke_data(tmp_path_factory) -> Path:

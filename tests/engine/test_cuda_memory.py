@@ -13,6 +13,7 @@ from rev.engine import bench, maxbatch
 from rev.engine.memory import peak_memory, training_step_memory
 from rev.engine.profiles import get_profile
 
+pytestmark = pytest.mark.cuda  # the CUDA path (or its double): in the GPU selection
 GEOMETRY = dict(vocab_size=64, seq_len=64, n_layer=2, n_head=2, d_model=32)
 SLACK = 64 * 1024          # the profiler's own small allocations around a measurement
 

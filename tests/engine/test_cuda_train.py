@@ -9,6 +9,7 @@ import torch
 from rev.engine import train as T
 from rev.engine.profiles import get_profile
 
+pytestmark = pytest.mark.cuda  # the CUDA path (or its double): in the GPU selection
 SMOKE = get_profile("smoke")
 ONE_BATCH = SMOKE.batch_size * SMOKE.seq_len
 

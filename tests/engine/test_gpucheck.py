@@ -10,6 +10,7 @@ from rev.__main__ import main
 from rev.engine import gpucheck
 from rev.engine.profiles import PROFILES
 
+pytestmark = pytest.mark.cuda  # the CUDA path (or its double): in the GPU selection
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
