@@ -3,6 +3,7 @@ opt-in, one notebook bootstrapping itself in a fresh virtual environment where `
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -147,6 +148,123 @@ def test_the_report_names_the_corpus_the_runs_read():
                        "data": ["synthetic-instead-of-tinystories"] * 2 + [None]})
     assert corpus_used(df) == "`synthetic` (data folder `synthetic-instead-of-tinystories`)"
     assert corpus_used(df.iloc[2:]) == "not recorded"
+
+
+# --- a simulated Colab: its torch build and Jupyter kernel must survive the set-up and the driver's install ---------
+
+# What Colab has installed (a CUDA torch, a kernel older than the newest): fake distributions, metadata only.
+COLAB_INSTALLED = {"torch": "2.5.1+cu121", "numpy": "1.26.4", "pandas": "2.2.2", "matplotlib": "3.8.0",
+                   "tqdm": "4.66.5", "tokenizers": "0.19.1", "ipykernel": "6.17.1", "jupyter-client": "6.1.12",
+                   "nbformat": "5.10.4", "nbclient": "0.10.0", "psutil": "5.9.5", "google-colab": "1.0.0"}
+# What the package index offers (fake wheels): newer builds of Colab's packages, each a temptation to upgrade, and
+# what rev and the driver need that Colab lacks.
+INDEX = [("torch", "2.13.0", ()), ("ipykernel", "6.29.5", ()), ("jupyter-client", "8.6.2", ()),
+         ("psutil", "6.0.0", ()), ("nbformat", "5.10.4", ()), ("datasets", "2.21.0", ()), ("pytest", "8.3.2", ()),
+         ("papermill", "2.6.0", ("nbclient>=0.2.0", "nbformat>=5.2.0"))]
+KERNEL = ("torch", "ipykernel", "jupyter-client", "psutil")
+
+
+def _metadata(name: str, version: str, requires=()) -> str:
+    return f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n"
+                                                                                for r in requires)
+
+
+def _fake_installed(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(_metadata(name, version))
+    (info / "INSTALLER").write_text("pip\n")
+    (info / "RECORD").write_text("".join(f"{info.name}/{f},,\n" for f in ("METADATA", "INSTALLER", "RECORD")))
+
+
+def _fake_wheel(folder: Path, name: str, version: str, requires=()) -> None:
+    import zipfile
+
+    norm = name.replace("-", "_")
+    info = f"{norm}-{version}.dist-info"
+    with zipfile.ZipFile(folder / f"{norm}-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{info}/METADATA", _metadata(name, version, requires))
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "".join(f"{info}/{f},,\n" for f in ("METADATA", "WHEEL", "RECORD")))
+
+
+def _simulated_colab(tmp: Path) -> tuple[Path, dict, Path]:
+    """(python, environment, /content) of a Colab double: a venv whose only real packages are pip and setuptools
+    (linked from this one), fake distributions for `COLAB_INSTALLED` (a `torch` and a `google.colab` module that
+    import), a local index of fake wheels (`INDEX`) and pip kept offline."""
+    import sysconfig
+
+    venv = tmp / "venv"
+    _sh(sys.executable, "-m", "venv", "--without-pip", venv)
+    py = venv / "bin" / "python"
+    site = Path(_sh(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    here = Path(sysconfig.get_paths()["purelib"])
+    for name in ("pip", "setuptools", "_distutils_hack"):   # linked, not copied: a second or two saved
+        (site / name).symlink_to(here / name, target_is_directory=True)
+        for info in here.glob(f"{name}-*.dist-info"):
+            (site / info.name).symlink_to(info, target_is_directory=True)
+    for name, version in COLAB_INSTALLED.items():
+        _fake_installed(site, name, version)
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(
+        f"__version__ = {COLAB_INSTALLED['torch']!r}\n\n\nclass cuda:\n    @staticmethod\n"
+        f"    def is_available():\n        return False\n")
+    (site / "google" / "colab").mkdir(parents=True)
+    (site / "google" / "colab" / "__init__.py").write_text("")
+    index = tmp / "index"
+    index.mkdir()
+    for name, version, requires in INDEX:
+        _fake_wheel(index, name, version, requires)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHONPATH"))}
+    # offline; no build isolation, so the editable build uses the venv's setuptools (pip reads 0 as "off")
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(index), PYTHONNOUSERSITE="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_BUILD_ISOLATION="0")
+    content = tmp / "content"
+    content.mkdir()
+    return py, env, content
+
+
+def _bundle(tmp: Path) -> Path:
+    """A zip as `python -m rev bundle` makes, holding revbook/ with the real pyproject.toml (its dependencies are
+    what is being installed) and a stub package."""
+    import zipfile
+
+    out = tmp / "revbook.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for f in ("pyproject.toml", "README.md"):
+            z.write(ROOT / f, f"revbook/{f}")
+        z.writestr("revbook/rev/__init__.py", "")
+    return out
+
+
+def _driver_cells(*ids: str) -> list[str]:
+    """The sources of the driver's cells with these ids."""
+    cells = {c.get("id"): c.source for c in nbformat.read(ROOT / "colab" / "revbook_colab.ipynb", as_version=4).cells}
+    return [cells[i] for i in ids]
+
+
+VERSIONS = "import json; from importlib.metadata import version; print(json.dumps({n: version(n) for n in %r}))"
+
+
+@pytest.mark.slow  # a venv, then two offline pip installs (about 10 s)
+def test_in_a_simulated_colab_the_set_up_and_the_driver_keep_colabs_torch_and_kernel(tmp_path):
+    py, env, content = _simulated_colab(tmp_path)
+    # the parameters; where are we (IN_COLAB, torch), `sh`, the install (the set-up cell runs from rev.book.colab)
+    params, *driver = _driver_cells("colab-01", "colab-03", "colab-04", "colab-08")
+    script = tmp_path / "kernel.py"
+    script.write_text("\n\n".join([
+        "import google.colab  # Colab's kernel has it imported",
+        params, f"BUNDLE_ZIP = {str(_bundle(tmp_path))!r}", colab.SETUP_CELL,
+        f"print('after set-up', {{n: __import__('importlib.metadata').metadata.version(n) for n in {KERNEL!r}}})",
+        *driver]))
+    run = subprocess.run([py, str(script)], cwd=content, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, f"the set-up or the install failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    assert f"installed rev from {content / 'revbook'}" in run.stdout and "IN_COLAB" not in run.stderr
+    kept = {n: COLAB_INSTALLED[n] for n in KERNEL}
+    assert f"after set-up {kept}" in run.stdout, "the set-up cell changed Colab's packages"
+    after = json.loads(_sh(py, "-c", VERSIONS % (KERNEL + ("papermill", "pytest", "datasets", "rev"),), env=env).stdout)
+    assert {n: after[n] for n in KERNEL} == kept, "the driver's install upgraded Colab's packages"
+    assert after["papermill"] == "2.6.0" and after["pytest"] == "8.3.2" and after["datasets"] == "2.21.0"
 
 
 # --- a notebook opened alone, in a fresh environment (opt-in: about 5 minutes on 2 cores) -----------------------
