@@ -38,6 +38,8 @@ def test_torch_range_admits_the_tested_release():
     assert _environment_requirements()["torch"] == "torch==2.13.0"
     lower = re.search(r">=\s*([\d.]+)", req)
     assert lower and tuple(int(x) for x in lower.group(1).split(".")) <= (2, 13, 0)
+    # and no older than the first release with the APIs rev uses (see the comment in pyproject.toml)
+    assert tuple(int(x) for x in lower.group(1).split(".")) >= (2, 4), f"{req}: torch 2.4 is the oldest that works"
     upper = re.search(r"<\s*([\d.]+)", req)
     assert upper is None or tuple(int(x) for x in upper.group(1).split(".")) > (2, 13, 0)
 
