@@ -2,6 +2,7 @@
 
 The suite runs as two single-threaded workers (`pytest -n 2`): nearly every test works on tiny tensors, where
 intra-op threads cost more in synchronisation than they gain, and two processes keep both cores busy."""
+import os
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,13 @@ torch.set_num_threads(1)
 
 # Tests that run the CUDA path where a GPU is visible (the `device` fixture or parameter: CPU, plus CUDA when
 # there is one) or through the CUDA double (`fake_cuda`) carry the `cuda` marker. They pass on any device, so
-# `pytest -m cuda` is the selection a GPU machine runs (the Colab driver does); the rest of the suite checks
-# promises made on a CPU (bit-exact resume, CPU figures) and runs there.
+# `pytest -m cuda` is the selection a GPU machine runs (the Colab driver does). Every other test checks what a
+# CPU promises (a resumed run bit-exact, CPU figures), so on a machine with a GPU it runs as if there were none.
 CUDA_FIXTURES = {"device", "fake_cuda"}
+# Asked once, before any test hides the GPU: this also starts CUDA where there is one, which fixes the devices
+# this process sees (CUDA_VISIBLE_DEVICES, emptied below for subprocesses, is read only then).
+GPU_VISIBLE = torch.cuda.is_available()
+VISIBLE_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 def pytest_configure(config) -> None:
@@ -49,9 +54,34 @@ def fake_cuda(monkeypatch):
     fake.close()
 
 
+def _hide_gpu(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(torch.cuda, "is_available", lambda: False)   # so `auto` picks the CPU here,
+    mp.setenv("CUDA_VISIBLE_DEVICES", "")                     # and in the subprocesses a test starts
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cpu_unless_marked_cuda():
+    """On a machine with a GPU, the suite sees none (module fixtures included) except in tests marked `cuda`."""
+    if not GPU_VISIBLE:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        _hide_gpu(mp)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _gpu_for_cuda_tests(request, monkeypatch):
+    if GPU_VISIBLE and request.node.get_closest_marker("cuda") is not None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        if VISIBLE_DEVICES is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", VISIBLE_DEVICES)
+
+
 @pytest.fixture
 def force_cpu(monkeypatch):
-    """For tests that must run on the CPU whatever the machine has: `torch.cuda.is_available()` answers False here,
-    and subprocesses the test starts see no GPU (CUDA_VISIBLE_DEVICES is empty)."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    """Says in a test that it must run on the CPU (as every test not marked `cuda` does on a GPU machine anyway):
+    `torch.cuda.is_available()` answers False, and subprocesses the test starts see no GPU."""
+    _hide_gpu(monkeypatch)
