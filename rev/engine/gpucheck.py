@@ -39,7 +39,7 @@ from typing import Callable
 import torch
 
 from .bench import bench_depths, bench_trunks, make_training_step
-from .cli import out_file, out_folder, positive_int
+from .cli import file_arg, folder_arg, positive_int
 from .corpus import profile_folder
 from .device import amp_dtype, autocast, describe, pick_device
 from .files import write_json
@@ -469,12 +469,12 @@ def format_table(rows: list[Row], header: str) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cuda",
                    help="the CUDA device to check (default cuda); cpu runs the rows that have a CPU double")
-    p.add_argument("--data-dir", type=out_folder, default=Path("data"),
+    p.add_argument("--data-dir", type=folder_arg, default=Path("data"),
                    help="where a prepared TinyStories corpus may be (else a small synthetic one is made here)")
     p.add_argument("--reversible", default="reveuler_rev", choices=["reveuler_rev", "midpoint_rev"],
                    help="the reversible trunk to train next to residual (the screening's default choice)")
     p.add_argument("--steps", type=positive_int, default=200, help="training steps of each run")
-    p.add_argument("--json", type=out_file, help="write the table here as JSON")
+    p.add_argument("--json", type=file_arg, help="write the table here as JSON")
 
 
 def run_cli(args: argparse.Namespace) -> int:

@@ -1,0 +1,113 @@
+"""What every `python -m rev` command shares: how an anticipated mistake is reported, and argument checks.
+
+The rule each command keeps: a mistake the user can make (a value out of range, a file where a folder belongs, an
+unknown name) ends the command with one line `error: <what is wrong and what to do>` on stderr and exit status 2,
+before anything is written or overwritten. A command reports one by raising:
+
+* `UserError`, or any `ValueError` / `OSError` with a clear message (the package already raises those for bad
+  input: an unknown profile, a missing file); `rev.__main__.main` turns them into `SystemExit("error: ...")`;
+* or `SystemExit("error: ...")` itself.
+
+`rev.__main__.cli` prints that line and returns 2; set `REV_TRACEBACK=1` to see where it came from. A bad value
+caught by argparse (the validators below, used as `type=`) gets argparse's usage line and exit status 2 instead.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+TRACEBACK_ENV = "REV_TRACEBACK"
+
+
+class UserError(ValueError):
+    """An anticipated mistake in what was asked for; the message says what to do instead. A ValueError, so callers
+    of the library functions that raise it (notebooks) catch it as they catch every other bad argument."""
+
+
+# What a command raises for bad input. Not RuntimeError and the rest: those mean a bug, and keep their traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
+
+
+def show_traceback() -> bool:
+    return os.environ.get(TRACEBACK_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def one_line(error: BaseException) -> str:
+    """The error's message on one line (a message spread over lines stays readable joined)."""
+    text = " ".join(part.strip() for part in str(error).splitlines() if part.strip())
+    return text or type(error).__name__
+
+
+# --- argparse validators (type=...) ---------------------------------------------------------------------------
+
+def positive_int(text: str) -> int:
+    """A whole number >= 1 (batch sizes, steps, seeds to run, processes)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: give one >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not >= 1: give a whole number >= 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (learning rates, step sizes, memory budgets): not 0, negative, nan or inf."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give a finite number > 0") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number > 0: give one, e.g. 1.5")
+    return value
+
+
+def device_arg(text: str) -> str:
+    """A device name `pick_device` accepts on this machine (auto, cpu, cuda, cuda:N), checked before any work."""
+    from .device import pick_device
+
+    try:
+        pick_device(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _first_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def folder_arg(text: str) -> Path:
+    """A folder: an existing one or one not made yet (output folders, or roots a command reads when they are
+    there); never an existing file, nor a path through one, which would fail only once the work is done."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder: give a new or existing folder")
+    if not _first_existing(path).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {_first_existing(path)} is a file, not a folder: "
+                                         f"give a path through folders")
+    return path
+
+
+def file_arg(text: str) -> Path:
+    """A file to write: new, or an existing file to replace; never an existing folder (or a path through a file)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: give the name of a file to write (in it, or elsewhere)")
+    if not path.exists() and not _first_existing(path.parent).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {_first_existing(path.parent)} is a file, not a folder: "
+                                         f"give a path through folders")
+    return path
+
+
+def existing_folder(text: str) -> Path:
+    """A folder to read from, which must be there."""
+    path = Path(text)
+    if not path.is_dir():
+        what = "is a file" if path.exists() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text} {what}: give an existing folder")
+    return path
