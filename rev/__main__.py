@@ -1,13 +1,17 @@
-"""Command line: `python -m rev {prepare,train,maxbatch,bench,report,workbook,bundle,student} ...`.
+"""Command line: `python -m rev COMMAND ...`, one command per entry of `COMMANDS` (`python -m rev --help` lists them all).
 
 Each sub-command lives in the module that owns its logic; that module exposes `add_arguments(parser)` and
 `run_cli(args) -> int`. Modules are imported only when their command runs, so `--help` stays fast.
+
+A mistake the user can make ends any command the same way: one line `error: ...` on stderr, exit status 2, nothing
+written (`rev.engine.cli` says how a command reports one; `REV_TRACEBACK=1` shows the traceback behind the line).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+import traceback
 
 COMMANDS = {
     "prepare": ("rev.engine.corpus", "tokenize a corpus into data/<name>/"),
@@ -28,6 +32,8 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command in this process; returns its exit status. Bad usage raises argparse's `SystemExit(2)`; an
+    anticipated error (`rev.engine.cli.USER_ERRORS`) raises `SystemExit("error: <one line>")`, chained to it."""
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m rev", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -37,8 +43,29 @@ def main(argv: list[str] | None = None) -> int:
         if name == wanted:
             importlib.import_module(module).add_arguments(p)
     args = parser.parse_args(argv)
-    return int(importlib.import_module(COMMANDS[args.command][0]).run_cli(args) or 0)
+    from .engine.cli import USER_ERRORS, one_line
+
+    try:
+        return int(importlib.import_module(COMMANDS[args.command][0]).run_cli(args) or 0)
+    except USER_ERRORS as e:
+        raise SystemExit(f"error: {one_line(e)}") from e
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """What `python -m rev` runs: `main`, with an error message printed as it is (no traceback) and exit status 2."""
+    from .engine.cli import show_traceback
+
+    try:
+        return main(argv)
+    except SystemExit as e:
+        if not isinstance(e.code, str):       # argparse: 2 after a usage error, 0 after --help
+            return 0 if e.code is None else int(e.code)
+        cause = e.__cause__ or e.__context__
+        if cause is not None and show_traceback():
+            traceback.print_exception(cause)
+        print(e.code, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -22,6 +22,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
+from ..engine.cli import file_arg, folder_arg
 from ..engine.files import atomic_path, read_json, write_json
 
 BUNDLE_DIRS = ("rev", "tests", "notebooks", "colab", ".ci")
@@ -294,12 +295,12 @@ def merge(archive: str | Path, results_root: str | Path) -> list[Path]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="t4", help="whose prepared data to include (default t4, the Colab profile)")
-    p.add_argument("--out", type=Path, help="zip to write (default dist/revbook-<profile>.zip or "
+    p.add_argument("--out", type=file_arg, help="zip to write (default dist/revbook-<profile>.zip or "
                                             "dist/results-<profile>.zip)")
-    p.add_argument("--data-dir", type=Path, help="data root (default: the checkout's data/)")
+    p.add_argument("--data-dir", type=folder_arg, help="data root (default: the checkout's data/)")
     p.add_argument("--results", metavar="PROFILE",
                    help="instead: archive results/<PROFILE>/ without checkpoints, for `report --merge`")
-    p.add_argument("--results-dir", type=Path, default=Path("results"), help="results root for --results")
+    p.add_argument("--results-dir", type=folder_arg, default=Path("results"), help="results root for --results")
 
 
 def run_cli(args: argparse.Namespace) -> int:

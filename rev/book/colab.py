@@ -134,11 +134,29 @@ def references(root: Path = ROOT) -> list[tuple[str, str, str]]:
     return found
 
 
+# GitHub's rules: an owner is letters, digits and single inner hyphens (at most 39); a repository name letters,
+# digits, '.', '_' and '-', but not '.' or '..' (which would turn the badge URLs into paths elsewhere)
+_OWNER = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+def valid_repo(repo: str) -> bool:
+    owner, _, name = repo.partition("/")
+    return bool(_OWNER.fullmatch(owner) and _NAME.fullmatch(name) and name not in (".", ".."))
+
+
+def valid_ref(ref: str) -> bool:
+    """A branch or tag name git accepts, without '/' (kept out so it cannot be read as part of a path)."""
+    return bool(re.fullmatch(r"[\w.-]+", ref)) and ".." not in ref and not ref.startswith(("-", ".")) \
+        and not ref.endswith((".", ".lock"))
+
+
 def rewrite(repo: str, ref: str = DEFAULT_REF, root: Path = ROOT) -> list[Path]:
     """Point every badge and `REPO_URL` / `REPO_REF` default under `root` at `repo` (OWNER/NAME) at `ref`;
     returns the files changed."""
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo) or not re.fullmatch(r"[\w.-]+", ref):
-        raise ValueError(f"--repo {repo!r} --ref {ref!r}: give OWNER/NAME and a branch or tag without '/'")
+    if not valid_repo(repo) or not valid_ref(ref):
+        raise ValueError(f"--repo {repo!r} --ref {ref!r}: give OWNER/NAME as GitHub spells them (e.g. "
+                         f"someone/revbook) and a branch or tag without '/' or '..'")
     changed = []
     for path in notebook_paths(root) + [root / f for f in MARKDOWN_FILES if (root / f).is_file()]:
         text = path.read_text()

@@ -33,6 +33,7 @@ import re
 import zipfile
 from pathlib import Path
 
+from ..engine.cli import folder_arg
 from ..engine.files import atomic_path, write_text
 from . import student
 from .colab import SETUP_CELL, _BADGE, code_cells
@@ -205,8 +206,9 @@ def build_course(out: str | Path, notebooks: list[str] | None = None, profile: s
     unknown = [n for n in names if n not in SEQUENCE]
     if unknown:
         raise CourseError(f"no notebook {', '.join(unknown)}; choose from {', '.join(SEQUENCE)}")
-    if assignment is not None and _ID.search(assignment):
-        raise CourseError(f"--assignment {assignment!r}: use letters, digits, _ and - only")
+    for flag, value in (("--assignment", assignment), ("--course-id", course_id)):
+        if value is not None and (not value or _ID.search(value)):   # "" would silently mean the default
+            raise CourseError(f"{flag} {value!r}: use letters, digits, _ and - only (at least one)")
     out = Path(out)
     config = out / CONFIG
     if config.is_file():
@@ -241,7 +243,7 @@ def build_course(out: str | Path, notebooks: list[str] | None = None, profile: s
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, required=True, help="the course folder (nbgrader's commands run inside it)")
+    p.add_argument("--out", type=folder_arg, required=True, help="the course folder (nbgrader's commands run inside it)")
     p.add_argument("--notebooks", nargs="+", metavar="NAME", help="notebooks to include (default: all), e.g. "
                    "01_integrator_theory 02_tests")
     p.add_argument("--profile", choices=sorted(CELL_TIMEOUT_S), default="smoke",

@@ -23,6 +23,9 @@ import copy
 import difflib
 from pathlib import Path
 
+from ..engine.cli import existing_folder, folder_arg
+from ..engine.files import write_text
+
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = REPO / "tests" / "notebooks"
 REGENERATE = "python -m rev nbref"
@@ -116,26 +119,21 @@ def compare(fresh, reference, name: str = "notebook") -> list[str]:
 
 
 def write_references(executed_dir: str | Path, out_dir: str | Path = REFERENCE_DIR) -> list[Path]:
-    """Write a reference copy for every notebook of the workbook found in `executed_dir`."""
+    """Write a reference copy for every notebook of the workbook, all found in `executed_dir`. Every copy is read
+    and made before any reference is written: with one missing or unreadable, the references stay as they were."""
     import nbformat
 
     from .workbook import SEQUENCE
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written, missing = [], []
-    for name in SEQUENCE:
-        src = Path(executed_dir) / f"{name}.ipynb"
-        if not src.exists():
-            missing.append(name)
-            continue
-        path = out_dir / f"{name}.ipynb"
-        nbformat.write(reference_copy(nbformat.read(src, as_version=4)), path)
-        written.append(path)
+    missing = [name for name in SEQUENCE if not (Path(executed_dir) / f"{name}.ipynb").is_file()]
     if missing:
-        raise FileNotFoundError(f"no executed copy of {', '.join(missing)} in {executed_dir} (the others were "
-                                f"written): run the whole workbook first")
-    return written
+        raise FileNotFoundError(f"no executed copy of {', '.join(missing)} in {executed_dir}; no reference was "
+                                f"written: give the folder of a whole workbook run, or run `{REGENERATE}`")
+    refs = {Path(out_dir) / f"{name}.ipynb":
+            reference_copy(nbformat.read(Path(executed_dir) / f"{name}.ipynb", as_version=4)) for name in SEQUENCE}
+    for path, ref in refs.items():
+        write_text(path, nbformat.writes(ref) + "\n")
+    return list(refs)
 
 
 def check_references(executed_dir: str | Path, ref_dir: str | Path = REFERENCE_DIR) -> list[str]:
@@ -160,11 +158,11 @@ def check_references(executed_dir: str | Path, ref_dir: str | Path = REFERENCE_D
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from", dest="source", type=Path,
+    p.add_argument("--from", dest="source", type=existing_folder,
                    help="take this folder of executed notebooks instead of executing the workbook")
-    p.add_argument("--check", type=Path, metavar="EXECUTED_DIR",
+    p.add_argument("--check", type=existing_folder, metavar="EXECUTED_DIR",
                    help="compare the executed notebooks in this folder with the references; exit 1 on a difference")
-    p.add_argument("--out", type=Path, default=Path("build/nbref"),
+    p.add_argument("--out", type=folder_arg, default=Path("build/nbref"),
                    help="build folder when the workbook is executed (default build/nbref)")
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..core.reversible import RECON_LIMIT
+from ..engine.cli import folder_arg
 from ..engine.files import write_text
 from .bundle import merge, swap_in
 from .plots import save_plots
@@ -543,7 +544,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="auto",
                    help="profile folder under --results ('auto': the GPU profile with CUDA, else cpu; with "
                         "--merge, the archive's profile)")
-    p.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
+    p.add_argument("--results", type=folder_arg, default=Path("results"), help="results root (default: results)")
     p.add_argument("--merge", type=Path, metavar="ARCHIVE", help="first unpack a results zip made on another machine")
 
 

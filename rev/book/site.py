@@ -40,6 +40,7 @@ from typing import Any
 
 import nbformat
 
+from ..engine.cli import folder_arg
 from .colab import SETUP_CELL, _REF, _URL
 from .workbook import SEQUENCE
 
@@ -508,14 +509,14 @@ def build_site(src: str | Path, out: str | Path, results: str | Path | None = No
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="src", type=Path,
                    help="folder of executed notebooks (the workbook's build folder or its notebooks/)")
-    p.add_argument("--out", type=Path, help="where the site goes (default: site/ beside the notebooks folder)")
+    p.add_argument("--out", type=folder_arg, help="where the site goes (default: site/ beside the notebooks folder)")
     p.add_argument("--profile", help="shortcut for the workbook's own build folder: --from build/PROFILE/notebooks "
                                      "--out build/PROFILE/site")
-    p.add_argument("--results", type=Path,
+    p.add_argument("--results", type=folder_arg,
                    help="results root holding PROFILE/REPORT.md (default: the one the workbook ran with)")
     p.add_argument("--check", action="store_true",
                    help="then open every page in headless Chromium with the network off (rev.book.site_check)")
-    p.add_argument("--screenshots", type=Path, help="with --check: save screenshots of some pages here")
+    p.add_argument("--screenshots", type=folder_arg, help="with --check: save screenshots of some pages here")
     p.add_argument("--verbose", action="store_true", help="show sphinx's progress")
 
 

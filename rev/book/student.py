@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..engine.cli import folder_arg
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SOLUTION, CHECK, ANSWER = "solution", "check", "answer"
 STUB = 'raise NotImplementedError("Exercise {id}: {title}")'
@@ -160,18 +162,18 @@ def write_student_edition(out: str | Path = "build/student", source: str | Path 
 
     src = Path(source) if source else NOTEBOOK_DIR
     dest = Path(out) / "notebooks"
-    dest.mkdir(parents=True, exist_ok=True)
-    written = {}
+    editions = {}   # every notebook is made before any is written: a broken one leaves nothing half done
     for path in sorted(src.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        target = dest / path.name
-        nbformat.write(student_notebook(nb, path.name), target)
-        written[target] = len(exercises(nb, path.name))
-    return written
+        editions[dest / path.name] = (student_notebook(nb, path.name), len(exercises(nb, path.name)))
+    dest.mkdir(parents=True, exist_ok=True)
+    for target, (nb, _) in editions.items():
+        nbformat.write(nb, target)
+    return {target: n for target, (_, n) in editions.items()}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=Path("build/student"),
+    p.add_argument("--out", type=folder_arg, default=Path("build/student"),
                    help="folder for the student edition (notebooks land in OUT/notebooks/)")
 
 

@@ -18,7 +18,8 @@ import hashlib
 import time
 from pathlib import Path
 
-from ..engine.files import read_json, write_json
+from ..engine.cli import UserError, folder_arg
+from ..engine.files import atomic_path, read_json, write_json
 from ..engine.profiles import resolve_profile_name
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -53,6 +54,20 @@ def completed(path: Path, src: Path, params: dict) -> bool:
     return all(rec.get(k) == v for k, v in want.items())
 
 
+def check_kernel(kernel: str) -> None:
+    """A kernel that is not installed is refused here, before any notebook is started or written."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    specs = KernelSpecManager()
+    try:
+        specs.get_kernel_spec(kernel)
+    except NoSuchKernel:
+        installed = ", ".join(sorted(specs.find_kernel_specs())) or "none"
+        raise UserError(f"no Jupyter kernel named {kernel!r} (installed: {installed}): give one of those with "
+                        f"--kernel, or install this environment's as {kernel!r} with "
+                        f"`python -m ipykernel install --user --name {kernel}`") from None
+
+
 def run_workbook(profile: str = "auto", out: str | Path | None = None, results: str | Path = "results",
                  data_dir: str | Path = "data", only: list[str] | None = None, kernel: str = "python3",
                  seed: int = 0, progress: bool = True, force: bool = False) -> list[Path]:
@@ -68,6 +83,7 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
     unknown = [n for n in names if n not in SEQUENCE]
     if unknown:
         raise ValueError(f"unknown notebook(s) {unknown}: choose from {', '.join(SEQUENCE)}")
+    check_kernel(kernel)
     build = Path(out) if out else Path("build") / profile
     (build / "notebooks").mkdir(parents=True, exist_ok=True)
     params = {"PROFILE": profile, "RESULTS_DIR": str(Path(results).resolve()),
@@ -82,15 +98,25 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
             continue
         print(f"[{i}/{len(names)}] {name} (profile {profile}) ...", flush=True)
         t0 = time.perf_counter()
+        failed = None
+        for leftover in dst.parent.glob(f".{dst.name}.*.ipynb"):   # a killed run's temporary copy
+            leftover.unlink()
         try:
-            pm.execute_notebook(str(src), str(dst), parameters=params, kernel_name=kernel,
-                                cwd=str(NOTEBOOK_DIR), progress_bar=progress)
-        except pm.PapermillExecutionError as e:
-            raise WorkbookError(f"{name} failed in cell {e.exec_count} ({e.ename}: {e.evalue}); "
-                                f"open the executed copy {dst} to see the traceback") from e
+            # executed into a temporary copy that replaces `dst` when papermill is done: a kill, a dead kernel or
+            # one that cannot start leaves no half-written notebook under the final name; a failing cell keeps
+            # the copy (it shows the traceback)
+            with atomic_path(dst, suffix=".ipynb") as tmp:
+                try:
+                    pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name=kernel,
+                                        cwd=str(NOTEBOOK_DIR), progress_bar=progress)
+                except pm.PapermillExecutionError as e:
+                    failed = e
         except DeadKernelError as e:
             raise WorkbookError(f"{name}: the kernel died ({e}); run the workbook again to continue "
                                 f"from the last checkpoint") from e
+        if failed is not None:
+            raise WorkbookError(f"{name} failed in cell {failed.exec_count} ({failed.ename}: {failed.evalue}); "
+                                f"open the executed copy {dst} to see the traceback") from failed
         seconds = time.perf_counter() - t0
         write_json(marker, {**_marker(src, params), "executed_copy": str(dst.resolve()), "seconds": round(seconds, 1),
                             "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
@@ -106,9 +132,9 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="auto", help="smoke | cpu | t4 | full | auto")
-    p.add_argument("--out", type=Path, help="build folder for executed notebooks (default build/<profile>)")
-    p.add_argument("--results", type=Path, default=Path("results"))
-    p.add_argument("--data-dir", type=Path, default=Path("data"))
+    p.add_argument("--out", type=folder_arg, help="build folder for executed notebooks (default build/<profile>)")
+    p.add_argument("--results", type=folder_arg, default=Path("results"))
+    p.add_argument("--data-dir", type=folder_arg, default=Path("data"))
     p.add_argument("--only", nargs="+", help="run just these notebooks (names without .ipynb)")
     p.add_argument("--kernel", default="python3")
     p.add_argument("--seed", type=int, default=0)

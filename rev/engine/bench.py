@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
+from .cli import device_arg, file_arg, positive_int
 from .device import PRECISIONS, amp_dtype, autocast, describe, pick_device
 from .files import write_json
 from .optim import adamw
@@ -246,13 +246,13 @@ def format_report(res: dict, depth: dict | None = None) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--d-model", type=int, default=384)
-    p.add_argument("--n-layer", type=int, default=10)
-    p.add_argument("--n-head", type=int, default=6)
-    p.add_argument("--seq-len", type=int, default=512)
-    p.add_argument("--vocab-size", type=int, default=8192)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--steps", type=int, default=3, help="timed steps per trunk (after one warm-up step)")
+    p.add_argument("--d-model", type=positive_int, default=384)
+    p.add_argument("--n-layer", type=positive_int, default=10)
+    p.add_argument("--n-head", type=positive_int, default=6)
+    p.add_argument("--seq-len", type=positive_int, default=512)
+    p.add_argument("--vocab-size", type=positive_int, default=8192)
+    p.add_argument("--batch", type=positive_int, default=8)
+    p.add_argument("--steps", type=positive_int, default=3, help="timed steps per trunk (after one warm-up step)")
     p.add_argument("--trunks", nargs="+", default=list(TRUNKS), choices=list(TRUNKS))
     p.add_argument("--heads", nargs="+", default=["fused"], choices=list(LOSS_HEADS),
                    help="loss heads to compare (see rev.core.loss); the depth sweep uses the first")
@@ -262,21 +262,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also run each reversible trunk with attention backpropagated head by head")
     p.add_argument("--per-sequence", action="store_true",
                    help="also measure each model at twice the batch: memory per extra sequence")
-    p.add_argument("--depths", nargs="*", type=int, default=[4, 8, 16, 32],
+    p.add_argument("--depths", nargs="*", type=positive_int, default=[4, 8, 16, 32],
                    help="depths for the activation-memory sweep (none to skip)")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", type=device_arg)
     p.add_argument("--precision", default="auto", choices=list(PRECISIONS),
                    help="autocast dtype (auto: bf16 or fp16 on a GPU by its capability, fp32 on a CPU); under bf16 "
                         "or fp16 (allowed on a CPU here) each run also gets its relative gradient error against "
                         "fp32, with the loss scaled by 2^16 under fp16 as a GradScaler does")
-    p.add_argument("--json", type=Path, help="write the figures here as JSON")
+    p.add_argument("--json", type=file_arg, help="write the figures here as JSON")
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    if args.batch < 1 or args.steps < 1:
-        raise SystemExit("--batch and --steps must be >= 1")
     geometry = dict(vocab_size=args.vocab_size, seq_len=args.seq_len, n_layer=args.n_layer,
                     n_head=args.n_head, d_model=args.d_model)
+    GPTConfig(**geometry)  # a geometry that cannot be built (n_head not dividing d_model) fails before any timing
     res = bench_trunks(geometry, args.batch, args.trunks, args.steps, args.device, args.precision,
                        heads=args.heads, pos_chunks=args.pos_chunks, split_heads=args.split_heads,
                        per_sequence=args.per_sequence)

@@ -34,10 +34,10 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
 from .data import EOT, FORMAT, SPLITS, DataError, sha256_file, load
+from .cli import folder_arg
 from .files import read_json
 from . import tinystories
 from .stories import story_at
-from .tinystories import TINYSTORIES
 
 MIN_VOCAB = 257                  # the 256 byte symbols plus <|endoftext|>
 MAX_VOCAB = 65535                # ids are stored as uint16
@@ -108,7 +108,7 @@ def _request(source: str, vocab_size: int, tokens: int | None, stories: int | No
             base["tokens"] = DEFAULT_SYNTHETIC_TOKENS
         return {**base, "seed": int(seed), "val_fraction": float(val_fraction)}
     if source == "tinystories":  # the data set's own validation split is used as it is
-        return {**base, "dataset": TINYSTORIES}
+        return {**base, "dataset": tinystories.dataset_path()}  # a local copy is not the hub's: rebuilt
     if source.startswith("text:"):
         # size and modification time of each file: editing the corpus makes the next prepare rebuild
         inputs = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in _text_files(source[5:])]
@@ -534,7 +534,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default="synthetic",
                         help="synthetic (default), tinystories, or text:PATH[,PATH...] (.txt files or folders)")
     parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB, help="BPE vocabulary (default 8192)")
-    parser.add_argument("--out", default=None, help="output folder (default: DATA_ROOT/<name from the arguments>)")
+    parser.add_argument("--out", type=folder_arg, default=None,
+                        help="output folder (default: DATA_ROOT/<name from the arguments>)")
     parser.add_argument("--tokens", type=_count, default=None,
                         help="corpus size in tokens, approximate (synthetic default 5M; cuts other sources)")
     parser.add_argument("--stories", type=_count, default=None, help="corpus size in stories")
@@ -543,7 +544,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of stories kept for validation (synthetic and text sources)")
     parser.add_argument("--profile", default=None,
                         help="prepare this profile's corpus (smoke, cpu, t4, full, auto) instead")
-    parser.add_argument("--data-root", default="data", help="folder that holds the corpora (default data)")
+    parser.add_argument("--data-root", type=folder_arg, default="data",
+                        help="folder that holds the corpora (default data)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

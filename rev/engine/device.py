@@ -15,12 +15,20 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """`auto` -> cuda when available, else cpu."""
+    """`auto` -> cuda when available, else cpu; a name that is not a usable cpu or cuda device raises ValueError."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
+    try:
+        dev = torch.device(name)
+    except RuntimeError:  # torch's "Invalid device string"
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N")
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' requested but no CUDA GPU is visible; use --device cpu")
+        raise ValueError(f"device {name!r} requested but no CUDA GPU is visible; use --device cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {name!r}: only {torch.cuda.device_count()} CUDA GPU(s) visible "
+                         f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
     return dev
 
 

@@ -15,12 +15,13 @@ os.umask(_UMASK)
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
     """Yield a temporary path beside `path`; when the block ends without error it replaces `path` in one rename
-    (readers see the old file or the new one, never half of one); on error it is removed and `path` is untouched."""
+    (readers see the old file or the new one, never half of one); on error it is removed and `path` is untouched.
+    `suffix` ends the temporary name, for writers that go by the extension (papermill wants `.ipynb`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(fd)
     tmp = Path(name)
     try:

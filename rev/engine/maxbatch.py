@@ -20,12 +20,12 @@ import dataclasses
 import gc
 from dataclasses import dataclass, field
 from typing import Callable
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from .bench import run_label, step_peak
+from .cli import device_arg, file_arg, positive_float, positive_int
 from .device import amp_dtype, pick_device
 from .memory import MemoryLine
 from ..core.loss import LOSS_HEADS
@@ -232,15 +232,16 @@ def measure_memory_line(cfg: GPTConfig, b1: int, b2: int, device: str = "auto",
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="auto")
     p.add_argument("--trunk", nargs="+", default=["residual", "reveuler_rev"], choices=list(TRUNKS))
-    p.add_argument("--budget-mib", type=float, help="memory budget (default: the profile's on CPU, 90%% of free on CUDA)")
-    p.add_argument("--n-layer", type=int)
+    p.add_argument("--budget-mib", type=positive_float,
+                   help="memory budget (default: the profile's on CPU, 90%% of free on CUDA)")
+    p.add_argument("--n-layer", type=positive_int)
     p.add_argument("--loss-head", default="fused", choices=list(LOSS_HEADS), help="loss head (see rev.core.loss)")
     p.add_argument("--pos-chunk", type=pos_chunk_arg, default="auto",
                    help="positions per chunk in the recompute: auto (default) | 0 (off) | a number")
     p.add_argument("--split-heads", action="store_true", help="reversible trunks: backpropagate attention head by head")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", type=device_arg)
     p.add_argument("--precision", default="auto")
-    p.add_argument("--json", type=Path)
+    p.add_argument("--json", type=file_arg)
 
 
 def run_cli(args: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from .cli import device_arg, folder_arg, positive_float, positive_int
 from .files import atomic_path, read_json, write_json
 from .optim import adamw, lr_at
 from .device import amp_dtype, autocast, describe, pick_device
@@ -488,23 +489,23 @@ def _summarise(cfg: TrainConfig, plan: Plan, model: GPT, data, device, dtype, ro
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="auto")
     p.add_argument("--trunk", default="residual", choices=list(TRUNKS))
-    p.add_argument("--out", type=Path, help="run folder (default results/<profile>/<trunk>)")
-    p.add_argument("--data-dir", type=Path, default=Path("data"))
+    p.add_argument("--out", type=folder_arg, help="run folder (default results/<profile>/<trunk>)")
+    p.add_argument("--data-dir", type=folder_arg, default=Path("data"))
     p.add_argument("--resume", nargs="?", const=True, default=False, type=_resume_mode,
                    help="continue from the run folder's checkpoint; `--resume auto`: reuse a finished run with "
                         "the same settings, continue an unfinished one, else start")
-    p.add_argument("--h", type=float)
+    p.add_argument("--h", type=positive_float)
     p.add_argument("--stream", default="fp32")
-    p.add_argument("--n-layer", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--tokens", type=int, dest="train_tokens")
-    p.add_argument("--lr", type=float)
+    p.add_argument("--n-layer", type=positive_int)
+    p.add_argument("--batch-size", type=positive_int)
+    p.add_argument("--tokens", type=positive_int, dest="train_tokens")
+    p.add_argument("--lr", type=positive_float)
     p.add_argument("--lr-scaling", default="none", choices=LR_SCALINGS)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", type=device_arg)
     p.add_argument("--precision", default="auto")
-    p.add_argument("--eval-every", type=int)
-    p.add_argument("--ckpt-every", type=int)
+    p.add_argument("--eval-every", type=positive_int)   # 0 would silently mean the profile's
+    p.add_argument("--ckpt-every", type=positive_int)
     p.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
     p.add_argument("--no-progress", action="store_true")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rev.engine.cli import folder_arg, positive_int
 from rev.engine.files import read_json, write_json
 from rev.engine.profiles import resolve_profile_name
 
@@ -91,9 +92,9 @@ def notebook_runs(results_dir: str | Path, profile: str, progress=None) -> tuple
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="auto", help="smoke | cpu | t4 | full | auto (its `shock` sizes)")
-    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the profile's)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel processes (default: one per core on CPU)")
-    p.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
+    p.add_argument("--seeds", type=positive_int, default=None, help="number of seeds (default: the profile's)")
+    p.add_argument("--jobs", type=positive_int, default=None, help="parallel processes (default: one per core on CPU)")
+    p.add_argument("--results", type=folder_arg, default=Path("results"), help="results root (default: results)")
 
 
 def run_cli(args: argparse.Namespace) -> int:
