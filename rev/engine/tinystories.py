@@ -2,17 +2,28 @@
 
 `python -m rev prepare --source tinystories` (and the `t4`/`full` profiles) read it through `load_splits`. Without a
 network the error names the offline alternatives (`--source synthetic`, `--source text:PATH`).
+
+`REV_TINYSTORIES=FOLDER` reads a local copy in the hub's layout instead (a `text` column in `train` and
+`validation` splits, e.g. data/train-*.parquet and data/validation-*.parquet): a mirror, a machine without a
+network, and the tests, which run the whole path on such a folder.
 """
 from __future__ import annotations
 
 import os
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from .data import EOT, DataError
 
 TINYSTORIES = "roneneldan/TinyStories"
+LOCAL_ENV = "REV_TINYSTORIES"
+
+
+def dataset_path() -> str:
+    """What `datasets.load_dataset` is given: the hub's name, or the local folder `REV_TINYSTORIES` names."""
+    return os.environ.get(LOCAL_ENV, "").strip() or TINYSTORIES
 
 
 def offline_message(reason: str) -> str:
@@ -44,8 +55,13 @@ def probe_hub(timeout: float = 5.0) -> None:
 
 def load_splits() -> dict[str, Any]:
     """The train and validation splits as `datasets` objects; a DataError that says what to do when the hub
-    cannot be reached."""
-    if not hub_offline():
+    cannot be reached (or the local folder named by REV_TINYSTORIES is not there)."""
+    path = dataset_path()
+    local = path != TINYSTORIES
+    if local and not Path(path).is_dir():
+        raise DataError(f"{LOCAL_ENV}={path} is not a folder: point it at a copy of {TINYSTORIES} in the hub's "
+                        f"layout (train and validation splits with a text column), or unset it to use the hub")
+    if not local and not hub_offline():
         probe_hub()
     # short hub timeouts: read by huggingface_hub when first imported
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -55,7 +71,10 @@ def load_splits() -> dict[str, Any]:
     except ImportError as e:
         raise DataError("the tinystories source needs the `datasets` package: pip install datasets") from e
     try:
-        return {split: datasets.load_dataset(TINYSTORIES, split=hf) for split, hf in
+        return {split: datasets.load_dataset(path, split=hf) for split, hf in
                 (("train", "train"), ("val", "validation"))}
     except Exception as e:  # network, cache and hub errors come in many types; all mean "not available here"
+        if local:
+            raise DataError(f"{LOCAL_ENV}={path}: `datasets` cannot read it as {TINYSTORIES} ({type(e).__name__}: "
+                            f"{e}); it needs train and validation splits with a text column") from e
         raise DataError(offline_message(f"{type(e).__name__}: {e}")) from e
