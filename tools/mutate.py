@@ -9,8 +9,8 @@ is a gap: add a test, or list it in EQUIVALENT with the reason it cannot change 
 
 Why a curated list and not mutmut: mutmut 3 over rev/core and rev/engine makes well over a thousand mutants, and
 each needs the core and engine tests (about a minute on 2 cores), so a run takes a day, most of it on mutants of
-messages and defaults that say nothing about the promises. Fifteen-odd sabotages of what the README promises
-take a few minutes and each names the test that guards it.
+messages and defaults that say nothing about the promises. A few dozen sabotages of what the README
+promises take a few minutes and each names the test that guards it.
 """
 from __future__ import annotations
 
@@ -92,6 +92,46 @@ MUTATIONS = [
     Mutation("M18", "trace walk: LR restored to the one recorded at the step", "rev/chapters/trace/walk.py",
              'lrs = trace.header["initial_lrs"] if step == 0 or rec is None else rec.lrs',
              'lrs = trace.header["initial_lrs"]', ("tests/chapters/test_trace_promises.py",)),
+]
+CLI, OOM, RESUME = "tests/test_cli.py", f"{ENGINE}/test_maxbatch_oom.py", f"{ENGINE}/test_resume_key.py"
+MUTATIONS += [
+    Mutation("M19", "student edition: nothing of a solution survives its stub", "rev/book/student.py",
+             "        elif not inside:\n            out.append(line)", "        else:\n            out.append(line)",
+             ("tests/book/test_student_stubs.py",)),
+    Mutation("M20", "resume='auto': another token budget is another run", "rev/engine/train.py",
+             '           "steps": plan.steps, "warmup_steps"', '           "warmup_steps"', (RESUME,)),
+    Mutation("M21", "resume='auto': another batch is another run", "rev/engine/train.py",
+             'key = {"model": plan.model.to_dict(), "profile": asdict(plan.profile), "batch_size": plan.batch_size,',
+             'key = {"model": plan.model.to_dict(), "profile": asdict(plan.profile),',
+             (RESUME,)),
+    Mutation("M22", "max batch: a probe out of memory is a miss, not the end of the search", "rev/engine/maxbatch.py",
+             "        failed = True\n", "        raise\n", (OOM,)),
+    Mutation("M23", "max batch: a probe out of memory does not fit", "rev/engine/maxbatch.py",
+             "        return None, False\n", "        return None, True\n", (OOM,)),
+    Mutation("M24", "max batch: torch.OutOfMemoryError is out of memory whatever its message", "rev/engine/maxbatch.py",
+             "    if isinstance(error, torch.cuda.OutOfMemoryError):", "    if False:", (OOM,)),
+    Mutation("M25", "TinyStories: validation from the data set's own validation split", "rev/engine/tinystories.py",
+             '(("train", "train"), ("val", "validation"))', '(("train", "train"), ("val", "train"))',
+             (f"{ENGINE}/test_tinystories_local.py",)),
+    Mutation("M26", "TinyStories: a local copy is read by datasets instead of the hub", "rev/engine/tinystories.py",
+             "datasets.load_dataset(path, split=hf)", "datasets.load_dataset(TINYSTORIES, split=hf)",
+             (f"{ENGINE}/test_tinystories_local.py",)),
+    Mutation("M27", "command line: a user error is one line, not a traceback", "rev/__main__.py",
+             "    except USER_ERRORS as e:", "    except ():", (CLI,)),
+    Mutation("M28", "badges: only OWNER/NAME rewrites the badges", "rev/book/colab.py",
+             "    if not valid_repo(repo) or not valid_ref(ref):", "    if not valid_ref(ref):", (CLI,)),
+    Mutation("M29", "nbref: every executed copy checked before a reference is written", "rev/book/reference.py",
+             "    if missing:\n", "    if False:\n", (CLI,)),
+    Mutation("M30", "workbook: a missing kernel refused before anything runs", "rev/book/workbook.py",
+             "    check_kernel(kernel)\n", "    pass\n", (CLI,)),
+    Mutation("M31", "workbook: executed notebooks written atomically", "rev/book/workbook.py",
+             '            with atomic_path(dst, suffix=".ipynb") as tmp:', "            for tmp in [dst]:", (CLI,)),
+    Mutation("M32", "command line: nan and inf are not a positive number", "rev/engine/cli.py",
+             "    if not math.isfinite(value) or value <= 0:", "    if value <= 0:", (CLI,)),
+    Mutation("M33", "command line: a path through a file is refused as a folder", "rev/engine/cli.py",
+             "    if not _first_existing(path).is_dir():", "    if False:", (CLI,)),
+    Mutation("M34", "command line: a device name torch cannot parse is a user error", "rev/engine/device.py",
+             "    except RuntimeError:  # torch's", "    except KeyError:  # torch's", (CLI,)),
 ]
 EQUIVALENT: dict[str, str] = {}  # mutation id -> why no test can catch it
 
