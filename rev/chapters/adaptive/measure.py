@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
-from ...core.model import GPT, TRUNKS
+from ...core.model import GPT, stored_twin
 from ...core.reversible import State, run_forward, run_inverse
 from ...core.streams import Stream
 
@@ -215,12 +215,6 @@ def kept_state_bytes(model: GPT, idx: Tensor, keep: Iterable[int] | None = None)
 # --------------------------------------------------------------------------------------------------------------
 # Fidelity: gradients against a dense reference on the same weights
 # --------------------------------------------------------------------------------------------------------------
-
-
-def stored_twin(trunk: str) -> str:
-    """The stored (ordinary autograd) trunk running the same integrator: `reveuler_rev` -> `reveuler`."""
-    integrator = TRUNKS[trunk].integrator
-    return next(name for name, spec in TRUNKS.items() if spec.integrator == integrator and spec.backward == "stored")
 
 
 def clone_model(model: GPT, **changes) -> GPT:
