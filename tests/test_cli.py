@@ -254,3 +254,13 @@ def test_a_kernel_that_fails_to_start_leaves_no_half_written_notebook(tmp_path, 
     with pytest.raises(NoSuchKernel):
         workbook.run_workbook("smoke", tmp_path / "b", tmp_path / "r", tmp_path / "d", only=["01_integrator_theory"])
     assert [p.name for p in (tmp_path / "b" / "notebooks").iterdir()] == []
+
+
+def test_a_gpu_number_beyond_those_visible_is_refused(fake_cuda):
+    from rev.engine.device import pick_device
+
+    assert pick_device("cuda:0") == torch.device("cuda", 0) and pick_device("cuda").type == "cuda"
+    with pytest.raises(ValueError, match=r"'cuda:1': only 1 CUDA GPU\(s\) visible"):
+        pick_device("cuda:1")
+    with pytest.raises(ValueError, match="unknown device 'mps'"):
+        pick_device("mps")
