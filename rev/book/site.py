@@ -472,11 +472,11 @@ def build_site(src: str | Path, out: str | Path, results: str | Path | None = No
     """Build the HTML edition from the executed notebooks in `src` (or `src`/notebooks) into `out`; `results`
     is the results root holding <profile>/REPORT.md (default: where the workbook wrote them, from papermill's
     record). Returns `out`/index.html."""
+    t0 = time.perf_counter()
+    nbs = executed_notebooks(notebooks_folder(Path(src)))  # the input first: a wrong folder is the likelier mistake
     _need_toolchain()
     from sphinx.cmd.build import build_main
 
-    t0 = time.perf_counter()
-    nbs = executed_notebooks(notebooks_folder(Path(src)))
     params = run_parameters(nbs)
     results_root = Path(results) if results else Path(params["RESULTS_DIR"]) if params.get("RESULTS_DIR") else None
     out = Path(out)
