@@ -1,7 +1,6 @@
 """A workbook that survives interruptions: `train(resume="auto")` starts, continues or reuses a run; the
 workbook skips notebooks whose marker says they completed with the same source and parameters; and a smoke
 workbook killed in the middle of run 1 picks up where it stopped, with the losses of an uninterrupted run."""
-import csv
 import hashlib
 import json
 import os
@@ -15,6 +14,7 @@ from rev.book.workbook import completed, marker_path
 from rev.engine.files import write_json
 from rev.engine.profiles import get_profile
 from rev.engine.train import TrainConfig, train
+from run_logs import logged_losses
 
 SMOKE = get_profile("smoke")
 ONE_BATCH = SMOKE.batch_size * SMOKE.seq_len
@@ -23,11 +23,6 @@ ONE_BATCH = SMOKE.batch_size * SMOKE.seq_len
 @pytest.fixture(scope="module")
 def data_dir(smoke_data) -> Path:
     return smoke_data
-
-
-def _losses(run: Path) -> list[str]:
-    with open(run / "log.csv") as f:
-        return [r["loss"] for r in csv.DictReader(f)]
 
 
 def test_resume_auto_starts_then_continues_then_reuses(data_dir, tmp_path, capsys):
@@ -39,7 +34,7 @@ def test_resume_auto_starts_then_continues_then_reuses(data_dir, tmp_path, capsy
     assert not (cut / "summary.json").exists()
     resumed = train(TrainConfig(out_dir=cut, resume="auto", **kw))        # continues from step 4
     assert "from its checkpoint at step 4 of 12" in capsys.readouterr().out
-    assert _losses(cut) == _losses(tmp_path / "whole")
+    assert logged_losses(cut) == logged_losses(tmp_path / "whole")
     assert resumed["final_val_loss"] == whole["final_val_loss"]
     assert resumed["peak_memory_bytes"] == whole["peak_memory_bytes"]  # measured before the cut, carried over
 
@@ -50,7 +45,7 @@ def test_resume_auto_starts_then_continues_then_reuses(data_dir, tmp_path, capsy
 
     other = train(TrainConfig(out_dir=cut, resume="auto", **{**kw, "seed": 1}))  # other settings: trained anew
     assert "written with other settings: starting afresh" in capsys.readouterr().out
-    assert other["steps"] == 12 and _losses(cut) != _losses(tmp_path / "whole")
+    assert other["steps"] == 12 and logged_losses(cut) != logged_losses(tmp_path / "whole")
 
 
 def test_resume_must_be_a_known_mode(data_dir, tmp_path):
@@ -90,7 +85,7 @@ def test_interrupted_workbook_continues_where_it_stopped(data_dir, tmp_path):
     setup_marker = marker_path(tmp_path / "results", "smoke", "00_setup")
     assert setup_marker.exists() and not marker_path(tmp_path / "results", "smoke", "04_run1_baseline").exists()
     assert (run1 / "ckpt.pt").exists() and not (run1 / "summary.json").exists()
-    assert len(_losses(run1)) == SMOKE.ckpt_every   # killed right after the checkpoint at step 40 of 80
+    assert len(logged_losses(run1)) == SMOKE.ckpt_every   # killed right after the checkpoint at step 40 of 80
     marker_text = setup_marker.read_text()
 
     second = _workbook(tmp_path, data_dir)
@@ -102,7 +97,7 @@ def test_interrupted_workbook_continues_where_it_stopped(data_dir, tmp_path):
     ref = tmp_path / "reference"
     subprocess.run([sys.executable, "-m", "rev", "train", "--profile", "smoke", "--trunk", "residual", "--out",
                     str(ref), "--data-dir", str(data_dir), "--no-progress"], check=True, capture_output=True)
-    assert _losses(run1) == _losses(ref)
+    assert logged_losses(run1) == logged_losses(ref)
     got, want = (json.loads((d / "summary.json").read_text()) for d in (run1, ref))
     for key in ("steps", "final_train_loss", "final_val_loss"):
         assert got[key] == want[key], key

@@ -3,13 +3,13 @@ different batch is another run (another LR schedule, other data per step), train
 continued from the other's summary or checkpoint (`rev.engine.train.run_key`)."""
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 
 from rev.engine.profiles import get_profile
 from rev.engine.train import TrainConfig, train
+from run_logs import logged_losses
 
 SMOKE = get_profile("smoke")
 SEQ = SMOKE.seq_len
@@ -18,11 +18,6 @@ SEQ = SMOKE.seq_len
 @pytest.fixture(scope="module")
 def data_dir(smoke_data) -> Path:
     return smoke_data
-
-
-def _losses(run: Path) -> list[str]:
-    with open(run / "log.csv") as f:
-        return [r["loss"] for r in csv.DictReader(f)]
 
 
 def _fresh(tmp_path: Path, name: str, **kw) -> dict:
@@ -51,7 +46,7 @@ def test_a_finished_run_with_other_settings_is_trained_afresh(first, second, dat
     assert "reusing the finished run" not in capsys.readouterr().out
     want = _fresh(tmp_path, "fresh", **_settings(data_dir, *second))
     assert again["steps"] == want["steps"] == second[1]
-    assert again["final_val_loss"] == want["final_val_loss"] and _losses(run) == _losses(tmp_path / "fresh")
+    assert again["final_val_loss"] == want["final_val_loss"] and logged_losses(run) == logged_losses(tmp_path / "fresh")
 
 
 @pytest.mark.parametrize("first,second", PAIRS, ids=IDS)
@@ -63,7 +58,7 @@ def test_an_unfinished_run_with_other_settings_is_not_continued(first, second, d
     again = train(TrainConfig(out_dir=run, resume="auto", **_settings(data_dir, *second)))
     assert "resuming" not in capsys.readouterr().out
     _fresh(tmp_path, "fresh", **_settings(data_dir, *second))
-    assert again["steps"] == second[1] and _losses(run) == _losses(tmp_path / "fresh")
+    assert again["steps"] == second[1] and logged_losses(run) == logged_losses(tmp_path / "fresh")
 
 
 def test_the_same_settings_are_still_reused(data_dir, tmp_path, capsys):
