@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.model import TRUNKS
 from ..core.reversible import RECON_LIMIT
 from .results import (BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
                       format_value, loss_head_table, main_runs, maxbatch_of, number, read_log, unigram_loss)
@@ -248,6 +249,41 @@ def plot_loss_heads(ablation: dict | None):
     ax.set_ylim(0, float(t[trunks].max().max()) * 1.2)
     ax.set(ylabel="max batch", title="max batch by loss head" + (f" under {_mib_short(budget)}" if budget else ""))
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+LEDGER_PARTS = ("state", "state gradients", "final norm", "loss head", "remainder")
+_LEDGER_COLOURS = dict(zip(LEDGER_PARTS, ("#4c72b0", "#8fb0e0", "#55a868", "#c8a83c", "#b0b0b0")))
+
+
+def _ledger_bars(ax, ledger: pd.DataFrame) -> None:
+    names, left = list(ledger.index), np.zeros(len(ledger))
+    for part in LEDGER_PARTS:
+        if part in ledger:
+            width = pd.to_numeric(ledger[part], errors="coerce").fillna(0.0).clip(lower=0).to_numpy()
+            ax.barh(names, width, left=left, color=_LEDGER_COLOURS[part], label=part)
+            left += width
+    for y, total in enumerate(pd.to_numeric(ledger["measured"])):
+        ax.text(left[y], y, f" {total:.2f} measured", va="center", fontsize=8)
+    ax.set_xlim(0, float(left.max()) * 1.45)
+    ax.invert_yaxis()
+    ax.set_xlabel("MiB per sequence")
+
+
+def plot_ledger(ledger: pd.DataFrame):
+    """`searches.memory_ledgers` as one stacked bar per trunk: the parts the ledger models at the step's peak, then
+    the measured remainder (for a stored trunk, the activations autograd keeps; a negative one, where the model
+    counts more than was measured, draws nothing), the measured total labelled. Right: the trunks that recompute,
+    on their own scale."""
+    plt = _plt()
+    recomputing = ledger[[TRUNKS[t].backward != "stored" for t in ledger["trunk"]]]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.6 * len(ledger)))
+    _ledger_bars(axes[0], ledger)
+    axes[0].set_title("where one more sequence's memory goes")
+    _ledger_bars(axes[1], recomputing)
+    axes[1].set_title("the trunks that recompute, on their own scale")
+    axes[1].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 

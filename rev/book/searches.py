@@ -10,6 +10,7 @@ from pathlib import Path
 from ..core.loss import LOSS_HEADS
 from ..engine.device import pick_device
 from ..engine.files import read_json, write_json
+from ..engine.ledger import sequence_ledger
 from ..engine.maxbatch import MaxDepth, cuda_budget, find_max_batch, find_max_depth, measure_memory_line
 from ..engine.profiles import ProfileLike, get_profile, max_batch_tokens
 from .runs import profile_dir
@@ -44,6 +45,48 @@ def predict_max_batches(profile: ProfileLike, trunks: list[dict], budget_bytes: 
         rows[t["trunk"]] = {"static_MiB": line.static_bytes / 2**20, "MiB_per_sequence": line.bytes_per_sequence / 2**20,
                             "predicted_max_batch": line.max_batch(budget_bytes)}
     return pd.DataFrame(rows).T
+
+
+def memory_ledgers(profile: ProfileLike, trunks: list[dict], device: str = "auto"):
+    """Where each trunk's memory per sequence goes (`rev.engine.ledger`): its step measured at two batches large
+    enough that every recomputing trunk runs more than one batch slice, beside the ledger's model of the parts.
+    One row per trunk, MiB per sequence."""
+    import pandas as pd
+
+    prof = get_profile(profile)
+    rows = {}
+    for t in trunks:
+        cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        b1 = max(prof.batch_size, 2 * prof.model_config("reveuler_rev").sequences_per_slice)
+        line = measure_memory_line(cfg, b1, 2 * b1, device)
+        led = sequence_ledger(cfg, line.bytes_per_sequence)
+        rows[t.get("key", t["trunk"])] = led.as_row() | {"trunk": t["trunk"], "stream": cfg.stream, "peak moment": led.moment,
+                                                   "batches": f"{b1}, {2 * b1}"}
+    return pd.DataFrame(rows).T
+
+
+def ledger_finding(ledger, chosen: str) -> str:
+    """What the ledger says, computed from it: how much of the `chosen` trunk's memory per sequence its state and
+    the state's gradients account for, and what the stored and checkpointed trunks keep beyond their parts."""
+    row = ledger.loc[chosen]
+    modelled = float(row["measured"]) - float(row["remainder"])
+    lines = [f"**{chosen}** costs {row['measured']:.2f} MiB per sequence; its state and the state's gradients account "
+             f"for {modelled:.2f} MiB of it, {100 * modelled / float(row['measured']):.0f}%."]
+    if abs(float(row["remainder"])) <= 0.1 * float(row["measured"]):
+        lines.append("Once the trunk is free and its batch runs in slices, what is left per sequence is the state "
+                     "itself: the blocks keep nothing.")
+    else:
+        lines.append(f"The remainder, {row['remainder']:+.2f} MiB, is more than a tenth of it: at this geometry something "
+                     "beyond the state still grows with the batch (a slice larger than the batches measured?).")
+    for other in ("residual", "residual_ckpt"):
+        if other in ledger.index:
+            o = ledger.loc[other]
+            lines.append(f"**{other}** costs {o['measured']:.2f} MiB per sequence "
+                         f"({float(o['measured']) / float(row['measured']):.1f}x), {o['remainder']:.2f} MiB of it beyond "
+                         "the state, the norm and the head: "
+                         + ("every layer's activations, kept for backward." if other == "residual"
+                            else "each layer's input state, kept for the recompute."))
+    return " ".join(lines)
 
 
 def max_batch_table(predicted, mb: dict):

@@ -26,7 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .integrators import Integrator, get_integrator
 from .loss import LOSS_HEADS, cross_entropy
-from .reversible import reversible_trunk
+from .reversible import reversible_trunk, sliced
 from .streams import STREAMS, Stream, get_stream
 
 class TrunkSpec(NamedTuple):
@@ -96,6 +96,10 @@ class GPTConfig:
     # per sequence; off by default because its CPU speed was erratic at small batches: `python -m rev bench
     # --split-heads` measures both)
     split_heads: bool = False
+    # sequences per batch slice in the reversible trunks and residual_ckpt: the trunk runs (forward, recompute
+    # and backward) over slices of the batch, so one block evaluation holds one slice's activations, whatever
+    # the batch. "auto" picks `auto_batch_slice(seq_len)`, 0 or None runs the whole batch at once
+    batch_slice: int | str | None = "auto"
 
     def __post_init__(self) -> None:
         if self.h is None:
@@ -122,6 +126,10 @@ class GPTConfig:
         if self.pos_chunk != "auto" and not (self.pos_chunk is None or (isinstance(self.pos_chunk, int)
                                                                         and self.pos_chunk >= 0)):
             raise ValueError(f"pos_chunk must be 'auto', None or an integer >= 0, got {self.pos_chunk!r}")
+        if self.batch_slice != "auto" and not (self.batch_slice is None or (isinstance(self.batch_slice, int)
+                                                                            and self.batch_slice >= 0)):
+            raise ValueError(f"batch_slice must be 'auto', None or an integer >= 0 (sequences per slice; 0 runs the "
+                             f"whole batch at once), got {self.batch_slice!r}")
         self.keep = tuple(sorted(set(int(k) for k in self.keep)))
         if any(not 0 < k < self.n_layer for k in self.keep):
             raise ValueError(f"keep boundaries must lie in 1..n_layer-1 = 1..{self.n_layer - 1}, got {self.keep}")
@@ -136,6 +144,13 @@ class GPTConfig:
         if self.pos_chunk == "auto":
             return auto_pos_chunk(self.seq_len, self.split_heads)
         return int(self.pos_chunk or 0)
+
+    @property
+    def sequences_per_slice(self) -> int:
+        """`batch_slice` resolved: sequences per slice, 0 for the whole batch."""
+        if self.batch_slice == "auto":
+            return auto_batch_slice(self.seq_len)
+        return int(self.batch_slice or 0)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -159,17 +174,33 @@ def auto_pos_chunk(seq_len: int, split_heads: bool = False) -> int:
     return c if c < seq_len else 0
 
 
-def pos_chunk_arg(text: str) -> int | str:
-    """A command-line `pos_chunk`: "auto" or a number of positions (0: off)."""
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"pos_chunk must be 'auto' or an integer >= 0 (0 turns chunking off), got {text!r}")
-    return value
+SLICE_ROWS = 1024
+
+
+def auto_batch_slice(seq_len: int) -> int:
+    """The default batch slice: enough sequences for `SLICE_ROWS` tokens (at least one), so each slice's matmuls
+    have rows enough for full speed while one slice's activations stay a fixed few MiB: the memory a reversible
+    step adds per sequence is then the state alone (`python -m rev bench --per-sequence` shows the ledger)."""
+    return max(1, SLICE_ROWS // seq_len)
+
+
+def _count_arg(name: str, unit: str):
+    def parse(text: str) -> int | str:
+        if text == "auto":
+            return text
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ValueError(f"{name} must be 'auto' or an integer >= 0 ({unit}; 0 turns it off), got {text!r}")
+        return value
+    parse.__doc__ = f'A command-line `{name}`: "auto" or a number of {unit} (0: off).'
+    return parse
+
+
+pos_chunk_arg = _count_arg("pos_chunk", "positions per chunk")
+batch_slice_arg = _count_arg("batch_slice", "sequences per slice")
 
 
 def _divisor_near(n: int, k: int) -> int:
@@ -272,12 +303,20 @@ class Trunk(nn.Module):
         self.integrator: Integrator = get_integrator(integrator_name)
         self.stream: Stream = get_stream(cfg.stream)
         self.h, self.keep = cfg.h, cfg.keep
-        chunk = cfg.positions_per_chunk if self.mode != "stored" else 0  # stored trunks are the baseline
+        recomputed = self.mode != "stored"  # stored trunks are the baseline: neither chunked nor sliced
+        chunk = cfg.positions_per_chunk if recomputed else 0
+        self.batch_slice = cfg.sequences_per_slice if recomputed else 0
         self.blocks = nn.ModuleList(Block(cfg, chunk, self.mode == "checkpoint") for _ in range(cfg.n_layer))
 
     def forward(self, x: Tensor) -> Tensor:
         if self.mode == "reversible":
-            return reversible_trunk(self.integrator, self.blocks, x, self.h, self.stream, self.keep)
+            return reversible_trunk(self.integrator, self.blocks, x, self.h, self.stream, self.keep, self.batch_slice)
+        if self.mode == "checkpoint" and torch.is_grad_enabled():
+            # slice by slice through every layer: a block's recompute in backward then holds one slice's activations
+            return sliced(self._layers, x, self.batch_slice)
+        return self._layers(x)
+
+    def _layers(self, x: Tensor) -> Tensor:
         st, dtype = self.stream.at_least(x.dtype), x.dtype  # a .double() model sums in float64 on 'fp32' too
         state = tuple(st.encode_diff(s) for s in self.integrator.init(x))
         for layer, block in enumerate(self.blocks):

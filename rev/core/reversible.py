@@ -141,13 +141,32 @@ def run_inverse(integrator: Integrator, blocks: Sequence[nn.Module], state: Stat
 
 @dataclass
 class ReversibleSpec:
-    """What one memory-free trunk call runs: the integrator, its blocks, step, stream and kept boundaries."""
+    """What one memory-free trunk call runs: the integrator, its blocks, step, stream and kept boundaries.
+
+    `slices` is how many Functions (batch slices, see `reversible_trunk`) share this spec. Their backwards add
+    the blocks' parameter gradients into one running sum (`param_sums`), and the last of them to run returns it
+    (the others return None for the parameters, which autograd reads as zero): so a step holds one set of
+    parameter gradients, not one per slice."""
 
     integrator: Integrator
     blocks: Sequence[nn.Module]
     h: float
     stream: Stream
     keep: frozenset[int] = field(default_factory=frozenset)
+    slices: int = 1
+    param_sums: list[list[Tensor | None]] | None = None
+    backwards_done: int = 0
+
+    def take_param_grads(self, sums: list[list[Tensor | None]], params: Sequence[Tensor]) -> list[Tensor | None]:
+        """After one slice's backward: keep the running sums, or, after the last slice, hand them out (zeros for
+        a parameter no block output depended on) and start over (a second backward sums again)."""
+        self.backwards_done += 1
+        if self.backwards_done < self.slices:
+            self.param_sums = sums
+            return [None] * len(params)
+        self.param_sums, self.backwards_done = None, 0
+        flat = [g for layer in sums for g in layer]
+        return [g if g is not None else torch.zeros_like(p) for g, p in zip(flat, params)]
 
 
 def _check_parameters(spec: ReversibleSpec, params: Sequence[Tensor], versions: Sequence[int]) -> None:
@@ -205,18 +224,19 @@ class ReversibleFunction(torch.autograd.Function):
         carrier = stream.carrier_dtype
         grads = [g.to(carrier) if g is not None else torch.zeros_like(stream.decode(s, carrier))
                  for g, s in zip(grads_out, state)]
-        param_grads: list[Tensor] = []
+        # parameter gradients, layer by layer, added to what earlier slices' backwards summed
+        sums = spec.param_sums or [[None] * len(list(b.parameters())) for b in spec.blocks]
         owned: dict[int, weakref.ref] = {}  # tensors this backward rebuilt: only those it may overwrite
         for layer in reversed(range(len(spec.blocks))):
             if layer + 1 in kept:  # restart from an exact copy of this boundary
                 state = kept.pop(layer + 1)
-            tape = LayerTape(spec.blocks[layer], stream, ctx.dtype, ctx.autocast, state, grads, owned)
+            tape = LayerTape(spec.blocks[layer], stream, ctx.dtype, ctx.autocast, state, grads, owned, sums[layer])
             grads = None  # the tape holds them now, and drops each one as soon as it is replaced
             state = spec.integrator.inverse(state, tape.call, spec.h, layer, tape.sub)
             grads = tape.input_grads(state)
-            param_grads = tape.param_grads() + param_grads
+            sums[layer] = tape.param_sums()
         ctx.rebuilt_input = state  # what a second backward starts its forward from
-        return (None, *(g.to(ctx.dtype) for g in grads), *param_grads)
+        return (None, *(g.to(ctx.dtype) for g in grads), *spec.take_param_grads(sums, ctx.params))
 
 
 class LayerTape:
@@ -233,11 +253,13 @@ class LayerTape:
     """
 
     def __init__(self, block: nn.Module, stream: Stream, dtype: torch.dtype, autocast: AutocastState,
-                 state: State, grads: Sequence[Tensor], owned: dict[int, weakref.ref] | None = None):
+                 state: State, grads: Sequence[Tensor], owned: dict[int, weakref.ref] | None = None,
+                 param_sums: Sequence[Tensor | None] | None = None):
         self.block, self.stream, self.dtype, self.autocast = block, stream, dtype, autocast
         self.owned = {} if owned is None else owned
         self.params = tuple(block.parameters())
-        self._param_grads: list[Tensor | None] = [None] * len(self.params)
+        # parameter gradients start from what other batch slices summed (None: nothing yet)
+        self._param_grads: list[Tensor | None] = list(param_sums) if param_sums is not None else [None] * len(self.params)
         self._grads: dict[int, tuple[Tensor, Tensor]] = {}     # id(stream tensor) -> (tensor, gradient)
         self._calls: dict[int, tuple[Tensor, str, Tensor]] = {}  # id(token) -> (token, component name, s)
         for s, g in zip(state, grads):
@@ -318,18 +340,32 @@ class LayerTape:
             out.append(g if g is not None else torch.zeros_like(self.stream.decode(s, self.stream.carrier_dtype)))
         return out
 
-    def param_grads(self) -> list[Tensor]:
-        return [g if g is not None else torch.zeros_like(p) for g, p in zip(self._param_grads, self.params)]
+    def param_sums(self) -> list[Tensor | None]:
+        """The block's parameter gradients summed so far (None where no evaluation reached a parameter)."""
+        return list(self._param_grads)
+
+
+
+def sliced(fn: Callable[[Tensor], Tensor], x: Tensor, rows: int) -> Tensor:
+    """`fn(x)` for a `fn` that treats every row of dim 0 (every sequence) alone, computed over slices of `rows`
+    rows and concatenated (0, or a batch no larger than `rows`: in one piece). Under autograd each slice is its own
+    graph, so backward -- and any recompute in it -- holds one slice's activations at a time."""
+    if not 0 < rows < x.shape[0]:
+        return fn(x)
+    return torch.cat([fn(part) for part in x.split(rows)])
 
 
 def reversible_trunk(integrator: Integrator, blocks: Sequence[nn.Module], x: Tensor, h: float, stream: Stream,
-                     keep: Sequence[int] = ()) -> Tensor:
+                     keep: Sequence[int] = (), batch_slice: int = 0) -> Tensor:
     """Memory-free trunk output for input `x` (the integrator's `output` of the final state). The stream stores
-    its sums in no less than `x`'s dtype (`Stream.at_least`)."""
-    spec = ReversibleSpec(integrator, blocks, h, stream.at_least(x.dtype), frozenset(keep))
+    its sums in no less than `x`'s dtype (`Stream.at_least`). With `batch_slice`, each slice of that many
+    sequences runs through its own `ReversibleFunction` (see `sliced`): the backward's working set is one
+    slice's, and the memory per sequence is the state and its gradient."""
+    slices = -(-x.shape[0] // batch_slice) if 0 < batch_slice < x.shape[0] else 1  # as many as `sliced` makes
+    spec = ReversibleSpec(integrator, blocks, h, stream.at_least(x.dtype), frozenset(keep), slices)
     params = [p for b in blocks for p in b.parameters()]
-    final = ReversibleFunction.apply(spec, *integrator.init(x), *params)
-    return integrator.output(final)
+    run = lambda part: integrator.output(ReversibleFunction.apply(spec, *integrator.init(part), *params))  # noqa: E731
+    return sliced(run, x, batch_slice)
 
 
 def state_error(a: State, b: State, stream: Stream) -> float:

@@ -22,7 +22,8 @@ from .files import write_json
 from .optim import adamw
 from .memory import MemoryLine, training_step_memory
 from ..core.loss import LOSS_HEADS
-from ..core.model import GPT, TRUNKS, GPTConfig, is_reversible, pos_chunk_arg, trunk_spec
+from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, is_reversible, pos_chunk_arg, trunk_spec
+from .ledger import format_ledger, sequence_ledger
 
 DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
 
@@ -87,8 +88,31 @@ def step_peak(cfg: GPTConfig, batch: int, device: torch.device, dtype) -> int:
     """Peak bytes of a real training step of a fresh `cfg` at `batch`, optimizer state included (raises
     torch.OutOfMemoryError on CUDA OOM)."""
     model, opt, step = make_training_step(cfg, batch, device, dtype)
-    step()  # creates Adam's state, as in training
+    init_optimizer_state(model, opt)
     return training_step_memory(model, opt, step, device).peak_bytes
+
+
+def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    """Give `opt` its state (AdamW's two moments per parameter) as a first training step would, without the step's
+    forward and backward: one update from zero gradients. A probe then measures one real step, not two."""
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """The lower and upper quartiles of `values` (both the value itself for one value)."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"), float("nan"))
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def round_ratio_quartiles(run: dict, other: dict) -> tuple[float, float]:
+    """Quartiles over the interleaved rounds of `run`'s speed over `other`'s, round by round (both steps of a
+    round ran under the same load)."""
+    return quartiles([o / t for t, o in zip(run["step_times"], other["step_times"])])
 
 
 def _sync(device: torch.device) -> None:
@@ -97,40 +121,44 @@ def _sync(device: torch.device) -> None:
 
 
 def bench_configs(geometry: dict, trunks=tuple(TRUNKS), heads=("fused",), pos_chunks=("auto",),
-                  split_heads: bool = False) -> list[GPTConfig]:
-    """The models `bench_trunks` compares: each trunk with each loss head, and each position chunk where the
-    trunk recomputes (a stored trunk keeps its activations, so chunking would change nothing: it runs once),
-    plus the head-by-head attention split for reversible trunks with `split_heads`."""
+                  split_heads: bool = False, batch_slices=("auto",)) -> list[GPTConfig]:
+    """The models `bench_trunks` compares: each trunk with each loss head, and each position chunk and batch
+    slice where the trunk recomputes (a stored trunk keeps its activations, so neither would change anything: it
+    runs once), plus the head-by-head attention split for reversible trunks with `split_heads`."""
     out = []
     for head in heads:
         for trunk in trunks:
             spec = TRUNKS[trunk]
-            for chunk in (pos_chunks if spec.backward != "stored" else pos_chunks[:1]):
-                for split in ((False, True) if split_heads and spec.backward == "reversible" else (False,)):
-                    out.append(GPTConfig(**geometry, trunk=trunk, h=spec.h, loss_head=head, pos_chunk=chunk,
-                                         split_heads=split))
+            recomputed = spec.backward != "stored"
+            for chunk in (pos_chunks if recomputed else pos_chunks[:1]):
+                for rows in (batch_slices if recomputed else batch_slices[:1]):
+                    for split in ((False, True) if split_heads and spec.backward == "reversible" else (False,)):
+                        out.append(GPTConfig(**geometry, trunk=trunk, h=spec.h, loss_head=head, pos_chunk=chunk,
+                                             split_heads=split, batch_slice=rows))
     return out
 
 
 def run_label(cfg: GPTConfig) -> dict:
-    """What tells one bench run from another: trunk, head, positions per chunk (None: not recomputed) and split."""
-    chunked = trunk_spec(cfg.trunk).backward != "stored"
-    return dict(trunk=cfg.trunk, head=cfg.loss_head, pos_chunk=cfg.positions_per_chunk if chunked else None,
-                split_heads=cfg.split_heads)
+    """What tells one bench run from another: trunk, head, positions per chunk and sequences per batch slice
+    (None: not recomputed) and split."""
+    recomputed = trunk_spec(cfg.trunk).backward != "stored"
+    return dict(trunk=cfg.trunk, head=cfg.loss_head, pos_chunk=cfg.positions_per_chunk if recomputed else None,
+                batch_slice=cfg.sequences_per_slice if recomputed else None, split_heads=cfg.split_heads)
 
 
 def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 3, device: str = "auto",
                  precision: str = "auto", progress: bool = True, heads=("fused",), pos_chunks=("auto",),
-                 split_heads: bool = False, per_sequence: bool = False) -> dict:
+                 split_heads: bool = False, per_sequence: bool = False, batch_slices=("auto",)) -> dict:
     """Peak step memory and tokens/s of each model of `bench_configs` at one geometry and batch; with
     `per_sequence`, also the memory each extra sequence costs: the slope of the measured peak between `batch`
     and `2 * batch` (activations dominate at both when `batch` is not tiny). Under autocast each row also has
     `grad_error`, the model's relative gradient error against fp32 (`gradient_error`). `out["runs"]` is a list
-    of rows."""
+    of rows; each has its median step and, over the interleaved rounds, the quartiles of its tokens/s and of its
+    speed ratio to residual in the same round (the spread a verdict must respect)."""
     dev = pick_device(device)
     dtype = bench_amp_dtype(dev, precision)
     runs = []
-    for cfg in tqdm(bench_configs(geometry, trunks, heads, pos_chunks, split_heads), desc="memory",
+    for cfg in tqdm(bench_configs(geometry, trunks, heads, pos_chunks, split_heads, batch_slices), desc="memory",
                     disable=not progress):
         model, opt, step = make_training_step(cfg, batch, dev, dtype)
         step()  # optimizer state exists from here on, as in training
@@ -139,7 +167,11 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
                                     activation_bytes=mem.activation_bytes)
         if per_sequence:
             peak2 = step_peak(cfg, 2 * batch, dev, dtype)
-            row["bytes_per_sequence"] = MemoryLine.through(batch, mem.peak_bytes, 2 * batch, peak2).bytes_per_sequence
+            line = MemoryLine.through(batch, mem.peak_bytes, 2 * batch, peak2)
+            row["bytes_per_sequence"] = line.bytes_per_sequence
+            led = sequence_ledger(cfg, line.bytes_per_sequence, line.static_bytes - mem.static_bytes,
+                                  dtype or torch.float32)
+            row["ledger"] = led.as_row() | {"moment": led.moment}
         if dtype is not None:
             row["grad_error"] = gradient_error(model, batch, dev, dtype)
         runs.append((row, step, []))
@@ -155,6 +187,8 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
     for row, _, times in runs:
         row["step_s"] = statistics.median(times)
         row["tokens_per_s"] = tokens / row["step_s"]
+        row["tokens_per_s_quartiles"] = quartiles([tokens / t for t in times])
+        row["step_times"] = times
         rows.append(row)
     for r in rows:
         base = next((b for b in rows if b["trunk"] == "residual" and b["head"] == r["head"]), None)
@@ -162,6 +196,8 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
             r["peak_ratio"] = r["peak_bytes"] / base["peak_bytes"]
             r["activation_ratio"] = r["activation_bytes"] / base["activation_bytes"]
             r["speed_ratio"] = r["tokens_per_s"] / base["tokens_per_s"]
+            # round by round: both steps of a round ran under the same load
+            r["speed_ratio_quartiles"] = round_ratio_quartiles(r, base)
     return {"device": describe(dev, dtype), "torch": torch.__version__, "geometry": geometry, "batch": batch,
             "steps": steps, "runs": rows}
 
@@ -186,7 +222,8 @@ def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH
 
 def _run_name(r: dict) -> str:
     chunk = "-" if r["pos_chunk"] is None else str(r["pos_chunk"] or "off")
-    return f"{r['trunk']:<14}{r['head']:<9}{chunk + ('+heads' if r['split_heads'] else ''):<11}"
+    rows = "-" if r.get("batch_slice") is None else str(r["batch_slice"] or "off")
+    return f"{r['trunk']:<14}{r['head']:<9}{chunk + ('+heads' if r['split_heads'] else ''):<11}{rows:<7}"
 
 
 def _compare(rows: list[dict], name: str, pick, other) -> list[str]:
@@ -197,8 +234,9 @@ def _compare(rows: list[dict], name: str, pick, other) -> list[str]:
         o = next((c for c in rows if c is not r and other(r, c)), None)
         if o is None:
             continue
-        text = (f"{_run_name(r).strip()} vs {name(o)}: speed {r['tokens_per_s'] / o['tokens_per_s']:.3f}x, "
-                f"peak {r['peak_bytes'] / o['peak_bytes']:.3f}x")
+        lo, hi = round_ratio_quartiles(r, o)
+        text = (f"{_run_name(r).strip()} vs {name(o)}: speed {r['tokens_per_s'] / o['tokens_per_s']:.3f}x "
+                f"[rounds {lo:.2f}-{hi:.2f}], peak {r['peak_bytes'] / o['peak_bytes']:.3f}x")
         if "bytes_per_sequence" in r:
             text += f", memory per sequence {r['bytes_per_sequence'] / o['bytes_per_sequence']:.3f}x"
         lines.append(" ".join(text.split()))
@@ -212,16 +250,20 @@ def format_report(res: dict, depth: dict | None = None) -> str:
     grad_err = all("grad_error" in r for r in rows) and bool(rows)
     lines = [f"device: {res['device']}   torch {res['torch']}   batch {res['batch']}   geometry {res['geometry']}",
              "chunk: positions per chunk in the recompute (- stored trunk, off: whole sequence; +heads: attention "
-             "head by head); ratios (/res) are to residual with the same loss head",
-             f"{'trunk':<14}{'head':<9}{'chunk':<11}{'peak MiB':>9}{'act MiB':>9}"
+             "head by head); slice: sequences per batch slice (off: the whole batch); ratios (/res) are to residual "
+             f"with the same loss head; [quartiles] over {res['steps']} interleaved rounds",
+             f"{'trunk':<14}{'head':<9}{'chunk':<11}{'slice':<7}{'peak MiB':>9}{'act MiB':>9}"
              + (f"{'MiB/seq':>9}" if per_seq else "")
-             + f"{'tok/s':>9}{'peak/res':>9}{'act/res':>9}{'speed/res':>10}"
+             + f"{'tok/s':>8} {'[quartiles]':<13}{'peak/res':>9}{'act/res':>9}{'speed/res':>10} {'[quartiles]':<13}"
              + (f"{'grad err':>10}" if grad_err else "")]
     for r in rows:
+        lo, hi = r["tokens_per_s_quartiles"]
+        slo, shi = r.get("speed_ratio_quartiles", (float("nan"), float("nan")))
         lines.append(_run_name(r) + f"{r['peak_bytes'] / mib:>9.1f}{r['activation_bytes'] / mib:>9.1f}"
                      + (f"{r['bytes_per_sequence'] / mib:>9.2f}" if per_seq else "")
-                     + f"{r['tokens_per_s']:>9.0f}{r.get('peak_ratio', float('nan')):>9.3f}"
-                     f"{r.get('activation_ratio', float('nan')):>9.3f}{r.get('speed_ratio', float('nan')):>10.3f}"
+                     + f"{r['tokens_per_s']:>8.0f} {f'[{lo:.0f}, {hi:.0f}]':<13}{r.get('peak_ratio', float('nan')):>9.3f}"
+                     f"{r.get('activation_ratio', float('nan')):>9.3f}{r.get('speed_ratio', float('nan')):>10.3f} "
+                     f"{f'[{slo:.2f}, {shi:.2f}]':<13}"
                      + (f"{r['grad_error']:>10.2e}" if grad_err else ""))
     if grad_err:
         lines.append("grad err: relative error of the model's gradient under this autocast against fp32 "
@@ -229,12 +271,17 @@ def format_report(res: dict, depth: dict | None = None) -> str:
     same = lambda a, b, *keys: all(a[k] == b[k] for k in keys)  # noqa: E731
     lines += _compare(rows, lambda o: f"residual_ckpt ({o['head']} head)",
                       lambda r: is_reversible(r["trunk"]),
-                      lambda r, c: c["trunk"] == "residual_ckpt" and same(r, c, "head", "pos_chunk"))
+                      lambda r, c: c["trunk"] == "residual_ckpt" and same(r, c, "head", "pos_chunk", "batch_slice"))
     lines += _compare(rows, lambda o: "the chunked head", lambda r: r["head"] == "fused",
-                      lambda r, c: c["head"] == "chunked" and same(r, c, "trunk", "pos_chunk", "split_heads"))
+                      lambda r, c: c["head"] == "chunked" and same(r, c, "trunk", "pos_chunk", "split_heads", "batch_slice"))
     lines += _compare(rows, lambda o: "no position chunks",
                       lambda r: bool(r["pos_chunk"]) or r["split_heads"],
-                      lambda r, c: c["pos_chunk"] == 0 and not c["split_heads"] and same(r, c, "trunk", "head"))
+                      lambda r, c: c["pos_chunk"] == 0 and not c["split_heads"]
+                      and same(r, c, "trunk", "head", "batch_slice"))
+    lines += _compare(rows, lambda o: "no batch slices", lambda r: bool(r.get("batch_slice")),
+                      lambda r, c: c.get("batch_slice") == 0 and same(r, c, "trunk", "head", "pos_chunk", "split_heads"))
+    if per_seq:
+        lines += format_ledger({" ".join(_run_name(r).split()): r["ledger"] for r in rows})
     if depth:
         ds = sorted(next(iter(depth.values())))
         lines.append("activation MiB by depth: " + "  ".join(f"L={d}" for d in ds))
@@ -258,6 +305,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="loss heads to compare (see rev.core.loss); the depth sweep uses the first")
     p.add_argument("--pos-chunks", nargs="+", type=pos_chunk_arg, default=["auto"],
                    help="positions per chunk to compare in the recompute: auto | 0 (off) | numbers")
+    p.add_argument("--batch-slices", nargs="+", type=batch_slice_arg, default=["auto"],
+                   help="sequences per batch slice to compare in the recompute: auto | 0 (off) | numbers")
     p.add_argument("--split-heads", action="store_true",
                    help="also run each reversible trunk with attention backpropagated head by head")
     p.add_argument("--per-sequence", action="store_true",
@@ -278,7 +327,7 @@ def run_cli(args: argparse.Namespace) -> int:
     GPTConfig(**geometry)  # a geometry that cannot be built (n_head not dividing d_model) fails before any timing
     res = bench_trunks(geometry, args.batch, args.trunks, args.steps, args.device, args.precision,
                        heads=args.heads, pos_chunks=args.pos_chunks, split_heads=args.split_heads,
-                       per_sequence=args.per_sequence)
+                       per_sequence=args.per_sequence, batch_slices=args.batch_slices)
     depth = bench_depths(geometry, args.batch, args.depths, device=args.device, precision=args.precision,
                          head=args.heads[0]) if args.depths else None
     print(format_report(res, depth))

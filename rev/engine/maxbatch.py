@@ -29,7 +29,8 @@ from .cli import device_arg, file_arg, positive_float, positive_int
 from .device import amp_dtype, pick_device
 from .memory import MemoryLine
 from ..core.loss import LOSS_HEADS
-from ..core.model import GPT, TRUNKS, GPTConfig, pos_chunk_arg
+from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, pos_chunk_arg
+from ..core.streams import STREAMS
 from .profiles import get_profile
 from .files import write_json
 
@@ -130,12 +131,18 @@ def _measure(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: in
     return measure_probe(lambda: step_peak(cfg, batch, device, dtype), budget, device)
 
 
-def largest_fitting(fits: Callable[[int], bool], start: int, limit: int) -> int:
+def largest_fitting(fits: Callable[[int], bool], start: int, limit: int, gallop: bool = False) -> int:
     """Largest n in [1, limit] with fits(n), assuming fits is monotone (true up to some n, false after):
-    double from `start` until a miss (or bisect below `start` if it already misses), then bisect."""
+    double from `start` until a miss (or bisect below `start` if it already misses), then bisect.
+
+    With `gallop`, `start` is a guess thought to be close (a memory line's prediction): steps of 1, 2, 4, ...
+    away from it, up while probes fit or down while they miss, then bisection; two probes when the guess is
+    right, about 2 log2(error) when it is off."""
     lo, hi = 0, limit + 1          # invariant: lo fits (0 = none known), hi does not
     n = min(start, limit)
-    if not fits(n):
+    if gallop:
+        lo, hi = _gallop(fits, n, limit)
+    elif not fits(n):
         hi = n
     else:
         lo = n
@@ -154,6 +161,26 @@ def largest_fitting(fits: Callable[[int], bool], start: int, limit: int) -> int:
     return lo
 
 
+def _gallop(fits: Callable[[int], bool], n: int, limit: int) -> tuple[int, int]:
+    """(lo, hi) with fits(lo) (or lo = 0) and not fits(hi) (or hi = limit + 1), found by steps of 1, 2, 4, ... from n."""
+    step = 1
+    if fits(n):
+        lo = n
+        while lo < limit:
+            nxt = min(lo + step, limit)
+            if not fits(nxt):
+                return lo, nxt
+            lo, step = nxt, 2 * step
+        return lo, limit + 1
+    hi = n
+    while hi > 1:
+        nxt = max(hi - step, 1)
+        if fits(nxt):
+            return nxt, hi
+        hi, step = nxt, 2 * step
+    return 0, hi
+
+
 def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
     """`fraction` of what a CUDA device can give a new training step now: the driver's free memory plus what this
     process's caching allocator holds in reserve without using it (blocks freed by earlier probes or models; they
@@ -170,7 +197,7 @@ def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
 
 
 def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record: Callable, start: int,
-            limit: int, progress: bool) -> int:
+            limit: int, progress: bool, gallop: bool = False) -> int:
     """`largest_fitting` over measured probes, each recorded by `record(n, peak, fits)`, with a progress bar."""
     bar = tqdm(desc=desc, disable=not progress, unit="probe")
 
@@ -181,14 +208,18 @@ def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record
         bar.set_postfix(n=n, peak_MiB=None if peak is None else round(peak / 2**20), fits=fits)
         return fits
 
-    found = largest_fitting(test, max(1, start), limit)
+    found = largest_fitting(test, max(1, start), limit, gallop)
     bar.close()
     return found
 
 
 def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str = "auto", precision: str = "auto",
-                   start: int = 1, limit: int = 1 << 16, progress: bool = True, cuda_fraction: float = 0.9) -> MaxBatch:
-    """Largest batch in [1, limit] whose measured step peak is <= budget (see module docstring)."""
+                   start: int = 1, limit: int = 1 << 16, progress: bool = True, cuda_fraction: float = 0.9,
+                   guess: bool = False) -> MaxBatch:
+    """Largest batch in [1, limit] whose measured step peak is <= budget (see module docstring). With `guess`,
+    the steps at `start` and `2 * start` are measured first and the search gallops from the batch their straight
+    line predicts (`MemoryLine.max_batch`): a few probes near the answer instead of doubling up to it, which saves
+    most of the time where each probe at a large batch takes minutes (a CPU at the full geometry)."""
     dev = pick_device(device)
     dtype = amp_dtype(dev, precision)
     if budget_bytes is None:
@@ -200,11 +231,31 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
         raise ValueError(f"budget {budget_bytes / 2**20:.1f} MiB is smaller than the model itself "
                          f"({floor / 2**20:.1f} MiB for parameters, gradients and Adam state): raise the budget")
     result = MaxBatch(cfg.trunk, 0, budget_bytes)
-    result.batch = _search(f"max batch {cfg.trunk}", lambda b: _measure(cfg, b, dev, dtype, budget_bytes),
-                           lambda b, peak, fits: result.probes.append(Probe(b, peak, fits)), start, limit, progress)
+    record = lambda b, peak, fits: result.probes.append(Probe(b, peak, fits))  # noqa: E731
+    measure = lambda b: _measure(cfg, b, dev, dtype, budget_bytes)  # noqa: E731
+    if guess:
+        start = _line_guess(measure, record, max(1, start), limit, budget_bytes)
+    result.batch = _search(f"max batch {cfg.trunk}", measure, record, start, limit, progress, gallop=guess)
     if result.batch == 0:
         raise ValueError(f"not even batch 1 fits in {budget_bytes / 2**20:.1f} MiB for trunk {cfg.trunk!r}")
     return result
+
+
+def _line_guess(measure: Callable[[int], tuple[int | None, bool]], record: Callable, start: int, limit: int,
+                budget: int) -> int:
+    """The max batch predicted by the line through the measured steps at `start` and `2 * start` (both recorded as
+    probes); `start` itself when the second does not fit or the line does not rise."""
+    points = []
+    for b in (start, min(2 * start, limit)):
+        peak, fits = measure(b)
+        record(b, peak, fits)
+        if not fits or peak is None:
+            return start
+        points.append((b, peak))
+    (b1, p1), (b2, p2) = points
+    if b2 <= b1 or p2 <= p1:
+        return start
+    return min(limit, max(1, MemoryLine.through(b1, p1, b2, p2).max_batch(budget)))
 
 
 def find_max_depth(cfg: GPTConfig, batch: int, budget_bytes: int, max_layers: int, device: str = "auto",
@@ -238,6 +289,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss-head", default="fused", choices=list(LOSS_HEADS), help="loss head (see rev.core.loss)")
     p.add_argument("--pos-chunk", type=pos_chunk_arg, default="auto",
                    help="positions per chunk in the recompute: auto (default) | 0 (off) | a number")
+    p.add_argument("--batch-slice", type=batch_slice_arg, default="auto",
+                   help="sequences per batch slice in the recompute: auto (default) | 0 (the whole batch) | a number")
+    p.add_argument("--guess", action="store_true",
+                   help="measure two batches first and search from the batch their line predicts (few probes near "
+                        "the answer: for a CPU, where a probe at a large batch takes minutes)")
+    p.add_argument("--start", type=positive_int, default=1, help="the batch the search starts from (with --guess: "
+                   "the first of the line's two batches)")
+    p.add_argument("--stream", default="fp32", choices=list(STREAMS), help="the trunk's stream (fp32, fp64, fixed)")
     p.add_argument("--split-heads", action="store_true", help="reversible trunks: backpropagate attention head by head")
     p.add_argument("--device", default="auto", type=device_arg)
     p.add_argument("--precision", default="auto")
@@ -251,16 +310,20 @@ def run_cli(args: argparse.Namespace) -> int:
     results = {}
     for trunk in args.trunk:
         try:
-            cfg = prof.model_config(trunk, args.n_layer, loss_head=args.loss_head,
-                                       pos_chunk=args.pos_chunk, split_heads=args.split_heads)
-            r = find_max_batch(cfg, budget, args.device, args.precision)
+            # the baseline keeps its fp32 stream: the stream option is the reversible trunks'
+            stream = args.stream if TRUNKS[trunk].backward != "stored" else "fp32"
+            cfg = prof.model_config(trunk, args.n_layer, stream=stream, loss_head=args.loss_head,
+                                    pos_chunk=args.pos_chunk, batch_slice=args.batch_slice,
+                                    split_heads=args.split_heads)
+            r = find_max_batch(cfg, budget, args.device, args.precision, start=args.start, guess=args.guess)
         except ValueError as e:
             raise SystemExit(f"error: {e}")
         results[trunk] = r.to_dict() | {"config": cfg.to_dict()}
         line = r.memory_line()
         per_seq = "" if line is None else f", {line.bytes_per_sequence / 2**20:.2f} MiB per sequence"
         print(f"{trunk}: max batch {r.batch} under {r.budget_bytes / 2**20:.0f} MiB "
-              f"({len(r.probes)} probes{per_seq}; {args.loss_head} head, pos_chunk {run_label(cfg)['pos_chunk']})")
+              f"({len(r.probes)} probes{per_seq}; {stream} stream, {args.loss_head} head, pos_chunk "
+              f"{run_label(cfg)['pos_chunk']}, batch slice {run_label(cfg)['batch_slice']})")
     if "residual" in results and len(results) > 1:
         for t, r in results.items():
             if t != "residual":

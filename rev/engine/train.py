@@ -67,9 +67,11 @@ class TrainConfig:
     h: float | None = None                   # default: the trunk's own (1.0 residual/reveuler, 0.5 midpoint)
     stream: str = "fp32"
     n_layer: int | None = None               # overrides the profile's depth
-    # the model's memory options (see GPTConfig): loss head, MLP position chunk, attention head by head, kept states
+    # the model's memory options (see GPTConfig): loss head, MLP position chunk, batch slice, attention head by
+    # head, kept states
     loss_head: str = "fused"
     pos_chunk: int | str | None = "auto"
+    batch_slice: int | str | None = "auto"
     split_heads: bool = False
     keep: tuple[int, ...] = ()
     batch_size: int | None = None            # global batch; default the profile's
@@ -148,7 +150,8 @@ def plan_run(cfg: TrainConfig) -> Plan:
         raise ValueError(f"train_tokens={tokens} is less than one batch ({batch} x {prof.seq_len} = {per_step} "
                          f"tokens): raise the token budget or lower the batch size")
     model = prof.model_config(cfg.trunk, cfg.n_layer, cfg.h, cfg.stream, loss_head=cfg.loss_head,
-                              pos_chunk=cfg.pos_chunk, split_heads=cfg.split_heads, keep=tuple(cfg.keep))
+                              pos_chunk=cfg.pos_chunk, batch_slice=cfg.batch_slice, split_heads=cfg.split_heads,
+                              keep=tuple(cfg.keep))
     base_lr = prof.lr if cfg.lr is None else cfg.lr
     lr = scaled_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling)
     steps = tokens // per_step

@@ -103,9 +103,10 @@ def test_auto_chunk_rule_and_config():
 
 
 def _bytes_per_sequence(trunk: str, pos_chunk: int, split_heads: bool = False, b1: int = 4, b2: int = 8) -> float:
-    """Slope of the training step's measured peak between two batches (activations dominate at both)."""
+    """Slope of the training step's measured peak between two batches (activations dominate at both), with the
+    whole batch in one slice: the chunks' own effect (tests/core/test_slices.py has the slices')."""
     cfg = GPTConfig(vocab_size=64, seq_len=256, n_layer=2, n_head=2, d_model=64, trunk=trunk, pos_chunk=pos_chunk,
-                    split_heads=split_heads)
+                    split_heads=split_heads, batch_slice=0)
     return measure_memory_line(cfg, b1, b2, device="cpu").bytes_per_sequence
 
 

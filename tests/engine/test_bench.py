@@ -16,18 +16,40 @@ def test_configs_chunk_only_trunks_that_recompute():
     assert sum(r[0] == "residual_ckpt" for r in runs) == 6     # 3 chunks x 2 heads, never split
     assert sum(r[0] == "reveuler_rev" for r in runs) == 12     # 3 chunks x 2 heads x (whole, split)
     assert len(set(runs)) == len(runs)
+    sliced = bench_configs(GEOMETRY, ("residual", "reveuler_rev"), ("fused",), ("auto",), batch_slices=("auto", 0))
+    assert [(c.trunk, c.batch_slice) for c in sliced] == [("residual", "auto"), ("reveuler_rev", "auto"),
+                                                          ("reveuler_rev", 0)]
 
 
 def test_per_sequence_memory_falls_with_the_chunk_and_report_compares():
     res = bench_trunks(GEOMETRY, 4, trunks=("residual", "reveuler_rev"), steps=1, device="cpu", progress=False,
-                       pos_chunks=(0, 16), per_sequence=True)
+                       pos_chunks=(0, 16), per_sequence=True, batch_slices=(0,))
     rows = {(r["trunk"], r["pos_chunk"]): r for r in res["runs"]}
     assert set(rows) == {("residual", None), ("reveuler_rev", 0), ("reveuler_rev", 16)}
     assert all(r["bytes_per_sequence"] > 0 for r in rows.values())
     assert rows["reveuler_rev", 16]["bytes_per_sequence"] < rows["reveuler_rev", 0]["bytes_per_sequence"]
     assert rows["reveuler_rev", 0]["bytes_per_sequence"] < rows["residual", None]["bytes_per_sequence"]
     text = format_report(res)
-    assert "MiB/seq" in text and "reveuler_rev fused 16 vs no position chunks" in text
+    assert "MiB/seq" in text and "reveuler_rev fused 16 off vs no position chunks" in text
+
+
+def test_batch_slices_lower_memory_per_sequence_and_the_ledger_accounts_for_it():
+    """At batches of 8 and 16 (1024 rows and more: the loss head's chunk of logits no longer grows with the batch)."""
+    res = bench_trunks(GEOMETRY, 8, trunks=("residual", "reveuler_rev"), steps=3, device="cpu", progress=False,
+                       pos_chunks=(0,), per_sequence=True, batch_slices=(0, 1))
+    rows = {(r["trunk"], r["batch_slice"]): r for r in res["runs"]}
+    assert set(rows) == {("residual", None), ("reveuler_rev", 0), ("reveuler_rev", 1)}
+    sliced, whole = rows["reveuler_rev", 1], rows["reveuler_rev", 0]
+    assert sliced["bytes_per_sequence"] < 0.7 * whole["bytes_per_sequence"]
+    # sliced, the state and its gradients are most of what a sequence costs (at this small width the input state
+    # each slice rebuilds, kept for a second backward, shows too); whole, the blocks' activations are most of it
+    assert abs(sliced["ledger"]["remainder"]) <= 0.3 * sliced["ledger"]["measured"], sliced["ledger"]
+    assert whole["ledger"]["remainder"] > 0.5 * whole["ledger"]["measured"], whole["ledger"]
+    lo, hi = sliced["tokens_per_s_quartiles"]
+    assert lo <= hi and len(sliced["step_times"]) == 3
+    text = format_report(res)
+    assert "reveuler_rev fused off 1 vs no batch slices: speed" in text and "[rounds" in text
+    assert "memory per sequence, MiB" in text and "state gradients" in text
 
 
 def test_search_probes_give_memory_per_sequence():

@@ -167,3 +167,16 @@ def test_resume_from_foreign_checkpoint_is_refused(data_dir, tmp_path):
 def test_budget_smaller_than_model_is_refused():
     with pytest.raises(ValueError, match="smaller than the model"):
         find_max_batch(SMOKE.model_config("residual"), budget_bytes=2**20, device="cpu", progress=False)
+
+
+@pytest.mark.parametrize("top", [0, 1, 7, 50, 51, 99, 100])
+@pytest.mark.parametrize("guess", [1, 48, 50, 51, 60, 100])
+def test_galloping_from_a_guess_finds_the_threshold_in_few_probes(top, guess):
+    probes = []
+    fits = lambda n: probes.append(n) or n <= top  # noqa: E731
+    assert largest_fitting(fits, guess, 100, gallop=True) == top
+    assert all(1 <= n <= 100 for n in probes)
+    if guess in (top, top + 1) and 0 < top < 100:
+        assert len(probes) <= 2, probes  # a right guess costs its own probe and its neighbour's
+    if abs(guess - top) <= 1 and 0 < top < 100:
+        assert len(probes) <= 4, probes
