@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
-from tqdm.auto import tqdm
+from ..engine.progress import tqdm
 
 from ..core.model import GPTConfig
 from ..engine.bench import make_training_step

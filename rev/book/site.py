@@ -131,8 +131,19 @@ def _html_text(fragment: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).replace("\u2007", " ").split())
 
 
+def overwritten(text: str) -> str:
+    """Stream text as a terminal shows it: on each line, what the last carriage return left (a text progress bar
+    redraws itself with \r; a page would show every state side by side)."""
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
 def static_output(out: nbformat.NotebookNode, models: dict[str, Any]) -> nbformat.NotebookNode | None:
-    """`out` with a widget view replaced by static HTML of its final state; None drops it."""
+    """`out` with a widget view replaced by static HTML of its final state and a stream's redrawn lines by their
+    last state; None drops it."""
+    if out.get("output_type") == "stream" and "\r" in out.get("text", ""):
+        out = copy.copy(out)
+        out["text"] = overwritten(out["text"])
+        return out
     data = out.get("data", {})
     if WIDGET_VIEW not in data:
         return out

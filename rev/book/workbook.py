@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..engine.cli import UserError, folder_arg
 from ..engine.files import atomic_path, read_json, write_json
+from ..engine.progress import text_progress
 from ..engine.profiles import resolve_profile_name
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -107,8 +108,9 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
             # the copy (it shows the traceback)
             with atomic_path(dst, suffix=".ipynb") as tmp:
                 try:
-                    pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name=kernel,
-                                        cwd=str(NOTEBOOK_DIR), progress_bar=progress)
+                    with text_progress():  # the executed copy keeps each bar's last state, not a frozen widget
+                        pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name=kernel,
+                                            cwd=str(NOTEBOOK_DIR), progress_bar=progress)
                 except pm.PapermillExecutionError as e:
                     failed = e
         except DeadKernelError as e:

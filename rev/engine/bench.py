@@ -14,7 +14,7 @@ import statistics
 import time
 
 import torch
-from tqdm.auto import tqdm
+from .progress import tqdm
 
 from .cli import device_arg, file_arg, positive_int
 from .device import PRECISIONS, amp_dtype, autocast, describe, pick_device

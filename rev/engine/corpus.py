@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from tqdm.auto import tqdm
+from .progress import tqdm
 
 from .data import EOT, FORMAT, SPLITS, DataError, sha256_file, load
 from .cli import folder_arg

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from tqdm.auto import tqdm
+from .progress import tqdm
 
 from .bench import run_label, step_peak
 from .cli import device_arg, file_arg, positive_float, positive_int
@@ -199,7 +199,7 @@ def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
 def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record: Callable, start: int,
             limit: int, progress: bool, gallop: bool = False) -> int:
     """`largest_fitting` over measured probes, each recorded by `record(n, peak, fits)`, with a progress bar."""
-    bar = tqdm(desc=desc, disable=not progress, unit="probe")
+    bar = tqdm(desc=desc, disable=not progress, bar_format="{desc}: {n_fmt} probes{postfix} [{elapsed}]")
 
     def test(n: int) -> bool:
         peak, fits = measure(n)

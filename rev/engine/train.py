@@ -38,7 +38,7 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
-from tqdm.auto import tqdm
+from .progress import tqdm
 
 from .cli import device_arg, folder_arg, positive_float, positive_int
 from .files import atomic_path, read_json, write_json

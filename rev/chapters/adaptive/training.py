@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+from ...engine.progress import tqdm
 
 from ...core.model import GPT
 from ...engine.optim import adamw

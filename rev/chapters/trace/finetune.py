@@ -144,7 +144,7 @@ def finetune_with_trace(model: nn.Module, ft: PrefixData, cfg: FinetuneConfig,
     it) the run continues from step k+1 and the trace keeps steps 1..k. Returns the trace, the optimizer and
     one history row per new step (step 0 too on a fresh run): step, lr, loss, prefix log-probability.
     """
-    from tqdm.auto import tqdm
+    from ...engine.progress import tqdm
 
     sched = cfg.schedule()
     device = _device_of(model)
