@@ -447,6 +447,67 @@ def break_table(depth: int = 6, h: float = 0.5) -> pd.DataFrame:
     return df
 
 
+# --- what the studies show, in words (computed, so a different run reads differently) ----------------------
+
+def _drift_slope(drift: pd.DataFrame, stream: str) -> float:
+    """Log-log slope of `stream`'s error against depth over depths > 1 with a nonzero error (nan if < 2)."""
+    g = drift[(drift.stream == stream) & (drift.depth > 1) & (drift.error > 0)]
+    return float(np.polyfit(np.log10(g.depth), np.log10(g.error), 1)[0]) if len(g) >= 2 else float("nan")
+
+
+def drift_lesson(drift: pd.DataFrame) -> str:
+    """Section 3's reading of the drift figure: how fast fp32's error grows with depth (log-log slope: above 1 is
+    faster than linear), how far below it fp64 runs (next to 2^29, the ratio of their unit roundoffs) and whether
+    that gap holds at every depth, and whether the fixed stream is exact at every depth."""
+    wide = drift.pivot(index="depth", columns="stream", values="error")
+    slope = _drift_slope(drift, "fp32")
+    growth = ("faster than linearly" if slope > 1.1 else "about linearly" if slope >= 0.9 else
+              "slower than linearly") if np.isfinite(slope) else "without a measurable trend"
+    parts = [f"The fp32 error grows {growth} with depth (log-log slope {slope:.1f} over depths above 1)."]
+    both = wide[(wide.index > 1) & (wide["fp64"] > 0)]
+    if len(both):
+        gap = both["fp32"] / both["fp64"]
+        steady = gap.max() / gap.min() <= 10
+        parts.append(f"fp64 runs {gap.median():.2g} times lower (median over depths; $2^{{29}}$ = {2 ** 29:.2g}), "
+                     + ("within a factor 10 at every depth: the same curve, shifted down." if steady else
+                        f"but the gap varies {gap.max() / gap.min():.2g}-fold with depth: not the same curve."))
+    fixed = drift[drift.stream == "fixed"].error
+    parts.append("The fixed stream is exact at every depth." if (fixed == 0).all() else
+                 f"The fixed stream is NOT exact: up to {fixed.max():.1e}.")
+    return " ".join(parts)
+
+
+def exercise_3_measured(drift: pd.DataFrame, memory: pd.DataFrame, limit: float, depth: int = 64,
+                        mem_depth: int | None = None) -> str:
+    """What this run measured for exercise 01b.3's two predictions: each stream's error at `depth` against `limit`
+    (and bit for bit or not), and the stored twin's activation memory over the Function's at `mem_depth` (the
+    deepest measured by default), with how each of the twin's columns grows with depth."""
+    at = drift[drift.depth == depth].set_index("stream").error
+    streams = "; ".join(f"{s} {'exactly 0, bit for bit' if e == 0 else f'{e:.1e}'} "
+                        f"({'below' if e <= limit else 'ABOVE'} `RECON_LIMIT` = {limit:g})" for s, e in at.items())
+    mem_depth = mem_depth or int(memory.depth.max())
+    peak = memory.pivot(index="depth", columns="trunk", values="activation_bytes")
+    saved = memory.pivot(index="depth", columns="trunk", values="saved_bytes")
+    rev_name, twin = TRUNKS
+    ratio = peak.loc[mem_depth, twin] / peak.loc[mem_depth, rev_name]
+    lo, hi = int(peak.index.min()), int(peak.index.max())
+    where = "roughly 1" if ratio < 1.5 else f"roughly {mem_depth}" if ratio > 0.67 * mem_depth else "in between"
+    grows = {what: table.loc[hi, name] / table.loc[lo, name]
+             for what, table, name in (("saved", saved, twin), ("peak", peak, twin), ("free", peak, rev_name))}
+    return (f"**This run.** After {depth} layers forward and back: {streams}. At depth {mem_depth} the stored "
+            f"twin's measured activation memory is {ratio:.1f}x the Function's: {where}. From depth {lo} to {hi} "
+            f"({hi / lo:g}x the layers) the stored twin's saved bytes grow {grows['saved']:.2g}x and its measured "
+            f"peak {grows['peak']:.2g}x; the Function's peak {grows['free']:.2g}x.")
+
+
+def memory_is_flat(memory: pd.DataFrame, tolerance: float = 0.01) -> bool:
+    """Does the memory-free Function's measured activation memory stay flat in depth: its bytes per layer at most
+    `tolerance` of the stored twin's?"""
+    slopes = memory_slopes(memory)
+    rev_name, twin = TRUNKS
+    return abs(slopes.bytes_per_layer[rev_name]) <= tolerance * abs(slopes.bytes_per_layer[twin])
+
+
 # --- takeaways ---------------------------------------------------------------------------------------------
 
 def takeaways(errors: pd.DataFrame, drift: pd.DataFrame, memory: pd.DataFrame, evaluations: dict[str, float],
@@ -468,7 +529,8 @@ def takeaways(errors: pd.DataFrame, drift: pd.DataFrame, memory: pd.DataFrame, e
         f"(parameters), allowed {GRAD_RTOL:g}.",
         f"- **The price is one extra forward.** Per layer, one forward + backward evaluates the MLPs "
         f"{evaluations[rev_name]:.0f} times memory-free against {evaluations[twin]:.0f} times stored.",
-        f"- **Memory is flat in depth.** Measured activation memory grows by "
+        ("- **Memory is flat in depth.**" if memory_is_flat(memory) else "- **Memory grows with depth for both.**")
+        + " Measured activation memory grows by "
         f"{slopes.bytes_per_layer[twin] / 2 ** 10:.0f} KiB per layer for the stored twin and by "
         f"{slopes.bytes_per_layer[rev_name] / 2 ** 10:.1f} KiB for the memory-free Function; at depth {dmax}: "
         f"{last[twin] / 2 ** 20:.1f} MiB against {last[rev_name] / 2 ** 20:.2f} MiB "

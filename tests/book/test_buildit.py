@@ -80,3 +80,38 @@ def test_notebook_solution_matches_rev_gradients_in_float64(trunk):
                                      reference=buildit.function_trunk(buildit.ReversibleEulerFunction))
     assert (errors.rel_error <= buildit.GRAD_RTOL).all(), errors
     assert buildit.check_function(_solution_namespace()["MyReversibleEuler"])  # the check cell's test passes
+
+
+# --- the notebook's sentences are computed: contradicting tables make them say otherwise --------------------
+
+def _drift(fp32: list[float], fp64: list[float], fixed: list[float], depths=(1, 2, 4, 8)):
+    import pandas as pd
+
+    return pd.DataFrame([{"depth": d, "stream": s, "error": e} for s, errs in
+                         (("fp32", fp32), ("fp64", fp64), ("fixed", fixed)) for d, e in zip(depths, errs)])
+
+
+def _memory(free: list[int], twin: list[int], depths=(2, 8, 32)):
+    import pandas as pd
+
+    return pd.DataFrame([{"depth": d, "trunk": t, "saved_bytes": b, "activation_bytes": b}
+                         for t, col in (("memory-free Function", free), ("stored twin", twin))
+                         for d, b in zip(depths, col)])
+
+
+def test_drift_lesson_reads_the_table():
+    fast = buildit.drift_lesson(_drift([1e-7, 4e-7, 2e-6, 1e-5], [2e-16, 8e-16, 4e-15, 2e-14], [0, 0, 0, 0]))
+    assert "faster than linearly" in fast and "the same curve, shifted down" in fast
+    assert "exact at every depth" in fast
+    slow = buildit.drift_lesson(_drift([1e-7, 1.2e-7, 1.4e-7, 1.6e-7], [1e-16, 1e-13, 1e-16, 1e-16], [0, 0, 1e-9, 0]))
+    assert "slower than linearly" in slow and "not the same curve" in slow and "NOT exact" in slow
+
+
+def test_exercise_3_measured_and_takeaway_follow_the_numbers():
+    drift = _drift([1e-7, 1e-5, 1e-3, 5e-2], [1e-16, 1e-14, 1e-12, 1e-10], [0, 0, 0, 0], depths=(1, 16, 32, 64))
+    flat = _memory([100, 100, 100], [200, 800, 3200])
+    text = buildit.exercise_3_measured(drift, flat, limit=1e-2)
+    assert "fp32 5.0e-02 (ABOVE `RECON_LIMIT`" in text and "fixed exactly 0, bit for bit" in text
+    assert "32.0x the Function's: roughly 32" in text
+    assert "in between" in buildit.exercise_3_measured(drift, _memory([100, 100, 100], [120, 300, 900]), 1e-2)
+    assert buildit.memory_is_flat(flat) and not buildit.memory_is_flat(_memory([100, 400, 1600], [200, 800, 3200]))
