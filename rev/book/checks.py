@@ -9,8 +9,8 @@
   on the same weights, parameter by parameter.
 * `depth_memory`: activation bytes of one training step against depth, per trunk.
 * Break it: `forgetting_autocast` and `replacing_integrator` sabotage the reversible backward for the length of a
-  `with` block; `check_autocast_sabotage` / `check_swapped_inverse` (exercises 02.1, 02.2) run the relevant tests
-  on the learner's sabotage and report which of them catch it.
+  `with` block; `check_swapped_inverse` / `check_autocast_sabotage` (exercises 02.1, 02.3) run the relevant tests
+  on the learner's sabotage and report which of them catch it, and which of their bounds.
 * `takeaways`: the notebook's closing Markdown, computed from its results.
 """
 from __future__ import annotations
@@ -210,6 +210,29 @@ def not_ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[~df["outcome"].isin(["passed", "skipped", "xfailed"])]
 
 
+def by_test(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per test function of a `run_tests` table: what it checks, its cases, how many passed and how many
+    did not, and its seconds (rounded to 0.01 s)."""
+    ok = df["outcome"].isin(["passed", "skipped", "xfailed"])
+    return (df.assign(passed=(df["outcome"] == "passed").astype(int), not_ok=(~ok).astype(int))
+            .groupby(["file", "test"], sort=False)
+            .agg(checks=("checks", "first"), cases=("outcome", "size"), passed=("passed", "sum"),
+                 not_ok=("not_ok", "sum"), seconds=("duration_s", "sum"))
+            .rename(columns={"not_ok": "not passed"}).round({"seconds": 2}))
+
+
+def every_case_folded(df: pd.DataFrame) -> str:
+    """Every case of a `run_tests` table as HTML inside a closed `<details>`: there for a reader who wants it,
+    out of the way of one who reads the summary. Messages and descriptions are shown whole."""
+    from html import escape
+
+    cases = df[["test", "params", "outcome", "duration_s", "message"]].round({"duration_s": 2})
+    with pd.option_context("display.max_colwidth", None):
+        table = cases.to_html(index=False, escape=True)
+    return (f"<details><summary>Every case ({len(df)}), with its parameters and outcome</summary>\n\n{table}\n"
+            f"</details>") if len(df) else f"<p>{escape('no test was selected')}</p>"
+
+
 def require_all_passed(df: pd.DataFrame) -> None:
     """Raise `AssertionError` listing every test that did not pass (a notebook's last verdict)."""
     if not all_passed(df):
@@ -295,6 +318,15 @@ def gradient_differences(bases: Sequence[str] = ("midpoint", "reveuler"),
     return pd.DataFrame(rows)
 
 
+# The bounds of the two bf16 tests in tests/core/test_reversible.py (tests/book/test_checks.py reads that file and
+# fails if these drift from it): `test_gradients_under_bf16_autocast` asks for a lowest per-parameter cosine of at
+# least AUTOCAST_COSINE and then, since a cosine ignores scale, a largest relative gradient error of at most
+# AUTOCAST_REL_BOUND; `test_bf16_autocast_exact_on_fixed_stream` asks for a relative error of at most EXACT_REL_BOUND.
+AUTOCAST_COSINE = 0.999
+AUTOCAST_REL_BOUND = 1e-4
+EXACT_REL_BOUND = 1e-6
+
+
 def _ignore_saved_state(self: AutocastState) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
@@ -314,11 +346,40 @@ def worst_autocast(cos: pd.DataFrame) -> pd.DataFrame:
             .groupby(["stream", "variant"])[["one_minus_cos", "rel_diff"]].max())
 
 
-def caught_by_cosine(cos: pd.DataFrame, threshold: float = 0.999) -> bool:
-    """Would the project's cosine test (lowest per-parameter cosine >= `threshold`) fail the broken backward
-    on every stream measured?"""
+def caught_by_cosine(cos: pd.DataFrame, threshold: float = AUTOCAST_COSINE) -> bool:
+    """Would a cosine bound alone (lowest per-parameter cosine >= `threshold`) fail the broken backward on every
+    stream measured?"""
     worst = worst_autocast(cos)
     return bool(worst.loc[(slice(None), "forgets autocast"), "one_minus_cos"].min() > 1 - threshold)
+
+
+def autocast_verdicts(cos: pd.DataFrame, stream: str = "fp32", cosine: float = AUTOCAST_COSINE,
+                      rel_bound: float = AUTOCAST_REL_BOUND) -> dict[str, bool]:
+    """From an `autocast_cosines` table, on `stream`: does each bound of the bf16 test (cosine >= `cosine`, relative
+    error <= `rel_bound`) fail the broken backward, and does the correct backward pass both?"""
+    w = worst_autocast(cos)
+    ok, bad = w.loc[(stream, "correct")], w.loc[(stream, "forgets autocast")]
+    return {"cosine catches": bool(bad.one_minus_cos > 1 - cosine),
+            "norm bound catches": bool(bad.rel_diff > rel_bound),
+            "correct passes": bool(ok.one_minus_cos <= 1 - cosine and ok.rel_diff <= rel_bound)}
+
+
+def autocast_lines(cos: pd.DataFrame) -> list[str]:
+    """The printout under section 3's figure: per stream, the correct and the broken backward's worst 1 - cosine
+    and relative difference; then what each bound of the bf16 test makes of them."""
+    w = worst_autocast(cos)
+    lines = []
+    for stream in dict.fromkeys(cos["stream"]):
+        ok, bad = w.loc[(stream, "correct")], w.loc[(stream, "forgets autocast")]
+        lines.append(f"{stream:>5} stream: largest 1 - cosine {ok.one_minus_cos:.1e} (correct) vs "
+                     f"{bad.one_minus_cos:.1e} (forgets autocast); largest relative difference {ok.rel_diff:.1e} vs "
+                     f"{bad.rel_diff:.1e}")
+    if "fp32" in set(cos["stream"]):
+        v = autocast_verdicts(cos)
+        lines.append(f"the bf16 test on the fp32 stream: its cosine bound (>= {AUTOCAST_COSINE}) catches the broken "
+                     f"backward: {v['cosine catches']}; its relative-norm bound (<= {AUTOCAST_REL_BOUND:g}) catches "
+                     f"it: {v['norm bound catches']}; a correct backward passes both: {v['correct passes']}")
+    return lines
 
 
 def autocast_cosines(bases: Sequence[str] = ("midpoint", "reveuler"), streams: Sequence[str] = ("fp32",),
@@ -387,7 +448,7 @@ def growth_ratios(df: pd.DataFrame) -> pd.Series:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Break it: sabotage the backward, and see which tests catch it (exercises 02.1, 02.2)
+# Break it: sabotage the backward, and see which tests catch it (exercises 02.1, 02.3)
 # ----------------------------------------------------------------------------------------------------------
 
 SABOTAGE_FILE = "core/test_reversible.py"
@@ -404,17 +465,36 @@ def replacing_integrator(name: str, integrator: type[Integrator]):
         yield
 
 
-def caught_by(df: pd.DataFrame) -> str:
-    """One line from a `run_tests` table: which tests failed (caught the sabotage) and which passed."""
-    def names(rows: pd.DataFrame) -> str:
-        return ", ".join(f"{r.test}[{r.params}]" for r in rows.itertuples()) or "none"
+def how_caught(message: str) -> str:
+    """Which assertion of a failing test fired, from its one-line message: for the bf16 cosine test, its cosine
+    bound or (checked second, so the cosine passed) its relative-norm bound; otherwise the message itself."""
+    m = message.removeprefix("AssertionError: ").strip()
+    if "gradient cosine" in m:
+        return f"its cosine bound failed: {m}"
+    if "relative gradient error" in m:
+        return f"its cosine bound passed, its relative-norm bound failed: {m}"
+    return f"relative error {m}" if _is_number(m) else m
 
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def caught_by(df: pd.DataFrame) -> str:
+    """One line from a `run_tests` table: which tests failed (caught the sabotage), and how (`how_caught`), and
+    which passed."""
     bad = df["outcome"].isin(["failed", "error"])
-    return f"caught by {names(df[bad])}; passed anyway: {names(df[~bad])}"
+    caught = "; ".join(f"{r.test}[{r.params}] ({how_caught(r.message)})" for r in df[bad].itertuples()) or "none"
+    passed = ", ".join(f"{r.test}[{r.params}]" for r in df[~bad].itertuples()) or "none"
+    return f"caught by {caught}; passed anyway: {passed}"
 
 
 def check_autocast_sabotage(context: Callable[[AutocastState], contextlib.AbstractContextManager]) -> str:
-    """Exercise 02.1: `context(saved)`, standing in for `AutocastState.context`, must ignore the saved autocast
+    """Exercise 02.3: `context(saved)`, standing in for `AutocastState.context`, must ignore the saved autocast
     state; then the bf16 tests run with it, and at least one of them must catch it."""
     saved = AutocastState("cpu", True, torch.bfloat16)
     ctx = context(saved)  # the student edition's stub raises here, before any test runs
@@ -430,7 +510,7 @@ def check_autocast_sabotage(context: Callable[[AutocastState], contextlib.Abstra
 
 
 def check_swapped_inverse(integrator: type[Integrator]) -> str:
-    """Exercise 02.2: `integrator` (a reversible Euler whose inverse undoes its updates in the wrong order) must
+    """Exercise 02.1: `integrator` (a reversible Euler whose inverse undoes its updates in the wrong order) must
     no longer invert its step; then the gradient tests run on it, and at least one of them must catch it."""
     from .toy import initial_points, make_tanh_field, roundtrip_error
 
@@ -460,6 +540,24 @@ def stream_gap(grad: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def separation(ok: float, bad: float, bound: float) -> str:
+    """Where a test's bound (an upper limit on the relative error) falls between a correct and a broken backward's
+    errors: between them (with both margins), not catching the broken one, or failing a correct one too."""
+    if ok > bound:
+        return f"{bound:g} is already exceeded by a correct backward: it would fail a correct one too"
+    if bad <= bound:
+        return f"{bound:g} does NOT catch the broken backward"
+    above = "above a correct backward's exact 0" if ok == 0 else f"{bound / ok:.2g}x above a correct backward"
+    return f"{bound:g} lies between them ({above}, {bad / bound:.2g}x below the broken one): it catches the break"
+
+
+def exactly_equal(grad: pd.DataFrame, stream: str = "fp32") -> list[str]:
+    """From a `gradient_differences` table: where (`param_layer` labels, in model order) some parameter's gradient
+    came out exactly equal to the stored twin's on `stream`, in either trunk."""
+    rows = grad[(grad["stream"] == stream) & (grad["rel_diff"] == 0)]
+    return list(dict.fromkeys(param_layer(p) for p in rows["param"]))
+
+
 def takeaways(tests: pd.DataFrame, test_seconds: float, grad: pd.DataFrame, cos: pd.DataFrame, mem: pd.DataFrame,
               seconds: float) -> str:
     """The notebook's closing bullets as Markdown, from its tables, pytest's wall time and the notebook's."""
@@ -469,7 +567,6 @@ def takeaways(tests: pd.DataFrame, test_seconds: float, grad: pd.DataFrame, cos:
     w = worst_autocast(cos)
     fx_ok, fx_bad = w.loc[("fixed", "correct")], w.loc[("fixed", "forgets autocast")]
     f32_ok, f32_bad = w.loc[("fp32", "correct")], w.loc[("fp32", "forgets autocast")]
-    f32_ratio = f32_bad.rel_diff / max(f32_ok.rel_diff, 1e-300)
     growth = growth_ratios(mem)
     lo, hi = int(mem.index.min()), int(mem.index.max())
     rev_growth = max(growth[t] for t in growth.index if is_reversible(t))
@@ -478,17 +575,16 @@ def takeaways(tests: pd.DataFrame, test_seconds: float, grad: pd.DataFrame, cos:
         f"errors, {counts['skipped']} skipped) in {test_seconds:.0f} s of pytest run in this kernel.",
         f"- Same weights, float64 models: the reversible gradients match the stored twin's to {exact:.1e} (largest "
         f"per-parameter relative difference) on fp64 and fixed streams; in a float32 model on an fp32 stream the "
-        f"rebuilt activations round, and the gap grows to {worst['fp32']:.1e} ({worst['fp32'] / max(exact, 1e-300):.1e} times larger).",
-        f"- Under bf16 autocast, a reversible backward that forgets to re-enter autocast is off by up to "
-        f"1 - cosine = {max(fx_bad.one_minus_cos, f32_bad.one_minus_cos):.1e}, "
-        + ("which the 0.999 cosine threshold catches." if caught_by_cosine(cos) else
-           "which the 0.999 cosine threshold does NOT catch.")
-        + f" On the fp32 stream a correct backward differs from the stored one by up to {f32_ok.rel_diff:.1e} "
-        f"(relative) against {f32_bad.rel_diff:.1e} for the broken one, "
-        + (f"a factor {f32_ratio:.1e}: a bound in between separates them at this size. "
-           if f32_ratio >= 100 else f"only a factor {f32_ratio:.1f}: no bound separates them safely. ")
-        + f"On the fixed stream the correct backward is off by {fx_ok.rel_diff:.1e} against {fx_bad.rel_diff:.1e}: "
-        f"there an equality check has teeth.",
+        f"rebuilt activations round, and the gap grows to {worst['fp32']:.1e} "
+        f"({worst['fp32'] / max(exact, 1e-300):.1e} times larger).",
+        f"- Under bf16 autocast, a reversible backward that forgets to re-enter autocast lowers the cosine by at "
+        f"most 1 - cosine = {max(fx_bad.one_minus_cos, f32_bad.one_minus_cos):.1e}: a cosine bound of "
+        f"{AUTOCAST_COSINE} alone " + ("catches it." if caught_by_cosine(cos) else "does NOT catch it.")
+        + f" Its relative gradient error tells more: on the fp32 stream {f32_ok.rel_diff:.1e} for a correct backward "
+        f"against {f32_bad.rel_diff:.1e} for the broken one, and the bf16 test's norm bound "
+        + separation(f32_ok.rel_diff, f32_bad.rel_diff, AUTOCAST_REL_BOUND)
+        + f". On the fixed stream {fx_ok.rel_diff:.1e} against {fx_bad.rel_diff:.1e}, and the exact test's bound "
+        + separation(fx_ok.rel_diff, fx_bad.rel_diff, EXACT_REL_BOUND) + ".",
         f"- From {lo} to {hi} layers, activation memory of one training step grows x{growth['residual']:.2f} for "
         f"residual, x{growth['residual_ckpt']:.2f} with checkpointing, and at most x{rev_growth:.3f} for the "
         f"reversible trunks (at depth {hi}, reveuler_rev needs "

@@ -190,4 +190,94 @@ def test_verdict_and_takeaways_from_tables():
     mem = pd.DataFrame({"residual": [1.0, 4.0], "residual_ckpt": [1.0, 2.0], "midpoint_rev": [1.0, 1.0],
                         "reveuler_rev": [1.0, 1.0]}, index=pd.Index([2, 8], name="n_layer"))
     text = checks.takeaways(tests, 3.0, grad, cos, mem, 10.0)
-    assert text.count("\n- ") == 4 and "x4.00 for residual" in text and "threshold catches" in text
+    assert text.count("\n- ") == 4 and "x4.00 for residual" in text and "alone catches it" in text
+
+
+# --- the printouts and takeaways of section 3 follow the numbers (contradicting tables, contradicting text) ----
+
+def _cos(ok32: tuple[float, float], bad32: tuple[float, float], okfx: tuple[float, float] = (1.0, 0.0),
+         badfx: tuple[float, float] = (0.99997, 8e-3)):
+    """An `autocast_cosines`-shaped table: (cosine, relative difference) per stream and variant."""
+    import pandas as pd
+
+    rows = [(s, v, c, r) for s, v, (c, r) in (("fp32", "correct", ok32), ("fp32", "forgets autocast", bad32),
+                                               ("fixed", "correct", okfx), ("fixed", "forgets autocast", badfx))]
+    return pd.DataFrame(rows, columns=["stream", "variant", "cosine", "rel_diff"])
+
+
+def _mem():
+    import pandas as pd
+
+    return pd.DataFrame({"residual": [1.0, 4.0], "residual_ckpt": [1.0, 2.0], "midpoint_rev": [1.0, 1.0],
+                         "reveuler_rev": [1.0, 1.0]}, index=pd.Index([2, 8], name="n_layer"))
+
+
+def test_autocast_verdicts_and_takeaway_follow_the_measurement():
+    import pandas as pd
+
+    tests = pd.DataFrame(dict(nodeid=["a"], outcome=["passed"], message=[""]))
+    grad = pd.DataFrame(dict(stream=["fp32", "fp64", "fixed"], rel_diff=[1e-8, 1e-16, 0.0]))
+    # as measured: the cosine barely moves, the norm bound catches the break, a correct backward passes
+    usual = _cos(ok32=(1.0, 8e-8), bad32=(0.99997, 8e-3))
+    assert checks.autocast_verdicts(usual) == {"cosine catches": False, "norm bound catches": True,
+                                               "correct passes": True}
+    text = checks.takeaways(tests, 1.0, grad, usual, _mem(), 1.0)
+    assert "alone does NOT catch it" in text and "lies between them" in text and "catches the break" in text
+    assert "no bound separates" not in text
+    # a break the cosine does catch, and one the norm bound misses
+    loud = _cos(ok32=(1.0, 8e-8), bad32=(0.9, 5e-5), badfx=(0.9, 8e-3))
+    assert checks.autocast_verdicts(loud)["cosine catches"] and not checks.autocast_verdicts(loud)["norm bound catches"]
+    text = checks.takeaways(tests, 1.0, grad, loud, _mem(), 1.0)
+    assert "alone catches it" in text and "does NOT catch the broken backward" in text
+    # a correct backward already above the bound: the text says the test would fail it too
+    noisy = _cos(ok32=(1.0, 3e-4), bad32=(0.99997, 8e-3))
+    assert not checks.autocast_verdicts(noisy)["correct passes"]
+    assert "would fail a correct one too" in checks.takeaways(tests, 1.0, grad, noisy, _mem(), 1.0)
+    lines = checks.autocast_lines(usual)
+    assert len(lines) == 3 and "its cosine bound (>= 0.999) catches the broken backward: False" in lines[-1]
+    assert "catches it: True" in lines[-1]
+
+
+def test_caught_by_names_the_bound_that_fired():
+    import pandas as pd
+
+    df = pd.DataFrame(dict(test=["test_gradients_under_bf16_autocast", "test_bf16_autocast_exact_on_fixed_stream",
+                                 "test_other"], params=["cpu-reveuler"] * 3, outcome=["failed", "failed", "passed"],
+                           message=["AssertionError: largest per-parameter relative gradient error 5.46e-03",
+                                    "AssertionError: 0.0054", ""]))
+    line = checks.caught_by(df)
+    assert "(its cosine bound passed, its relative-norm bound failed: largest" in line
+    assert "test_bf16_autocast_exact_on_fixed_stream[cpu-reveuler] (relative error 0.0054)" in line
+    assert line.endswith("passed anyway: test_other[cpu-reveuler]")
+    df.loc[0, "message"] = "AssertionError: lowest per-parameter gradient cosine 0.99000"
+    assert "(its cosine bound failed: lowest" in checks.caught_by(df)
+
+
+def test_bounds_are_the_tests_own():
+    """The constants the notebook prints and the takeaways judge by are the ones tests/core/test_reversible.py
+    asserts, and its messages are the ones `how_caught` reads."""
+    import re
+
+    source = (checks.tests_dir() / "core" / "test_reversible.py").read_text()
+
+    def bounds(pattern: str) -> list[float]:
+        return [float(v) for v in re.findall(pattern, source)]
+
+    assert checks.AUTOCAST_COSINE in bounds(r"assert worst >= ([0-9.e-]+), f\"lowest per-parameter")
+    assert checks.AUTOCAST_REL_BOUND in bounds(r"assert worst_norm <= ([0-9.e-]+),")
+    assert checks.EXACT_REL_BOUND in bounds(r"assert worst <= ([0-9.e-]+), worst")
+    assert "lowest per-parameter gradient cosine" in source and "largest per-parameter relative gradient error" in source
+
+
+def test_test_summary_and_folded_cases():
+    import pandas as pd
+
+    df = pd.DataFrame(dict(file=["f.py"] * 3, test=["test_a", "test_a", "test_b"], params=["1", "2", ""],
+                           checks=["A check whose description is long enough to be cut off by pandas " * 2] * 3,
+                           outcome=["passed", "failed", "skipped"], duration_s=[0.5, 0.25, 0.0],
+                           message=["", "boom " * 30, "not today"]))
+    summary = checks.by_test(df)
+    assert summary.loc[("f.py", "test_a"), ["cases", "passed", "not passed"]].tolist() == [2, 1, 1]
+    assert summary.loc[("f.py", "test_b"), "not passed"] == 0 and summary.loc[("f.py", "test_a"), "seconds"] == 0.75
+    html = checks.every_case_folded(df)
+    assert html.startswith("<details>") and "Every case (3)" in html and ("boom " * 30).strip() in html
