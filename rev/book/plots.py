@@ -14,7 +14,8 @@ import pandas as pd
 from ..core.model import TRUNKS
 from ..core.reversible import RECON_LIMIT
 from .results import (BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
-                      format_value, loss_head_table, main_runs, maxbatch_of, number, read_log, unigram_loss)
+                      format_value, loss_head_table, main_runs, maxbatch_of, number, read_log, speed_spread,
+                      unigram_loss)
 
 # Colours: blues for the residual baseline, oranges/reds for the reversible runs, grey for screening.
 _COLOURS = {BASE: "#1f77b4", BASE_MAX: "#6baed6", REV: "#d62728", REV_MAX: "#ff7f0e", REV_DEEP: "#8c564b",
@@ -118,8 +119,26 @@ def plot_val_loss(df: pd.DataFrame):
 
 
 def plot_tokens_per_s(df: pd.DataFrame):
-    """Training throughput of each main run."""
-    return _bars(main_runs(df), "tokens_per_s", "training throughput", "tokens/s", "{:,.0f}", "no throughput yet")
+    """Training throughput of each main run: the bar is the run's tokens/s over its timed steps, the whisker its
+    per-step median and interquartile range (from log.csv). Runs timed one after another under different load
+    are not comparable beyond what the whiskers allow, so the whiskers are drawn wherever the log has them."""
+    runs = main_runs(df)
+    fig = _bars(runs, "tokens_per_s", "training throughput (bar: mean over the timed steps)", "tokens/s",
+                "{:,.0f}", "no throughput yet")
+    present = runs[pd.to_numeric(runs["tokens_per_s"], errors="coerce").notna()] if len(runs) else runs
+    spreads = [(x, speed_spread(p)) for x, p in enumerate(present["path"]) if p]
+    spreads = [(x, q) for x, q in spreads if q is not None]
+    if spreads:
+        ax = fig.axes[0]
+        x, q = zip(*spreads)
+        lo, med, hi = (np.array(v) for v in zip(*q))
+        ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", color="k", ms=3, capsize=4,
+                    label="per step: median and interquartile range")
+        ax.set_ylim(0, max(ax.get_ylim()[1], float(hi.max()) * 1.1))
+        ax.legend(fontsize=8, loc="upper left")
+        ax.set_title("training throughput (runs timed one after another: overlapping whiskers are too noisy to "
+                     "tell apart)", fontsize=9)
+    return fig
 
 
 def plot_peak_memory(df: pd.DataFrame, maxbatch: dict | None = None):

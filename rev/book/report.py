@@ -25,7 +25,11 @@ from ..engine.cli import folder_arg
 from ..engine.files import write_text
 from .bundle import merge, swap_in
 from .plots import save_plots
+from .tables import format_number, tidy
 from .screening import LOSS_TIE
+from .companions import companion_findings
+from .report_headline import (NOISY, compare_speed, headline_lines, limits, max_batch_speed_sentence, mib, pct,
+                              speed_sentence)
 from .results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped,
                       deep_search, loss_head_finding, loss_head_table, max_batch_views, screening_check, stream_runs,
                       equal_tokens_val, format_value, headline, load_all, load_runs, main_reversible_trunk, main_run,
@@ -34,50 +38,39 @@ from .results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_
 PLOTS_DIR = "plots"
 REPORT_NAME = "REPORT.md"
 UNIGRAM_MARGIN = 0.1     # a run ending this close to the context-free loss has learnt little context
-SPEED_TIE = 0.97         # tokens/s ratios above this are not read as a measurable slowdown
 
 
 # -------------------------------------------------------------------------------------------------------------
 # Tables (formatted text)
 # -------------------------------------------------------------------------------------------------------------
 
-_HEADLINE_FMT = {"val_loss": "{:.3f}", "val_loss_max_batch": "{:.3f}", "peak_memory": "{:,.1f}",
-                 "max_batch": "{:,.0f}", "tokens_per_s": "{:,.0f}", "tokens_per_s_max_batch": "{:,.0f}",
-                 "reconstruction_error": "{:.2e}", "deep_layers": "{:.0f}"}
+def _ratio(v: Any) -> str:
+    return "—" if number(v) is None else f"{format_number(float(v))}x"
 
 
 def format_headline(h: pd.DataFrame) -> pd.DataFrame:
-    """The headline table as text, each row in its own units, ready to print or paste."""
-    out = pd.DataFrame({
+    """The headline table as text, each row in its own units (`tables.format_number`), ready to print or paste."""
+    return pd.DataFrame({
         "quantity": h["quantity"],
-        "baseline": [format_value(v, _HEADLINE_FMT.get(k, "{:.3g}")) for k, v in zip(h["key"], h["baseline"])],
-        "reversible": [format_value(v, _HEADLINE_FMT.get(k, "{:.3g}")) for k, v in zip(h["key"], h["reversible"])],
-        # losses differ in the third decimal: their ratio needs one more digit than the others
-        "reversible / baseline": [format_value(v, "{:.3f}x" if k.startswith("val_loss") else "{:.2f}x")
-                                  for k, v in zip(h["key"], h["ratio"])],
-        f"ratio, {PUBLISHED_SOURCE}": [format_value(v, "{:.3f}x" if k.startswith("val_loss") else "{:.2f}x")
-                                       for k, v in zip(h["key"], h["published_ratio"])],
+        "baseline": [format_number(v) for v in h["baseline"]],
+        "reversible": [format_number(v) for v in h["reversible"]],
+        "reversible / baseline": [_ratio(v) for v in h["ratio"]],
+        f"ratio, {PUBLISHED_SOURCE}": [_ratio(v) for v in h["published_ratio"]],
     })
-    return out
+
+
+_RUN_COLUMNS = {"run": "run", "trunk": "trunk", "h": "h", "stream": "stream", "n_layer": "layers",
+                "batch_size": "batch", "tokens": "tokens", "final_train_loss": "train loss",
+                "final_val_loss": "val loss", "tokens_per_s": "tokens/s", "peak_memory_mib": "peak MiB",
+                "reconstruction_error": "recon. error", "wall_s": "wall s", "status": "status", "device": "device"}
 
 
 def runs_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The per-run table shown in the report (formatted text)."""
-    cols = {"run": "run", "trunk": "trunk", "h": "h", "stream": "stream", "n_layer": "layers", "batch_size": "batch",
-            "tokens": "tokens", "final_train_loss": "train loss", "final_val_loss": "val loss",
-            "tokens_per_s": "tokens/s", "peak_memory_mib": "peak MiB", "reconstruction_error": "recon. error",
-            "wall_s": "wall s", "status": "status", "device": "device"}
-    fmts = {"h": "{:g}", "n_layer": "{:.0f}", "batch_size": "{:.0f}", "tokens": "{:,.0f}",
-            "final_train_loss": "{:.3f}", "final_val_loss": "{:.3f}", "tokens_per_s": "{:,.0f}",
-            "peak_memory_mib": "{:,.1f}", "reconstruction_error": "{:.2e}", "wall_s": "{:.1f}"}
-    out = pd.DataFrame(index=range(len(df)))
-    for c, name in cols.items():
-        vals = df[c].tolist() if c in df else [None] * len(df)
-        out[name] = [format_value(v, fmts[c]) if c in fmts else ("—" if v is None or v != v else str(v))
-                     for v in vals]
+    """The per-run table shown in the report (`tables.tidy`: whole numbers as integers, 4 significant figures)."""
+    out = pd.DataFrame({name: (df[c].tolist() if c in df else [None] * len(df)) for c, name in _RUN_COLUMNS.items()})
     if "chosen" in df and df["chosen"].any():
         out["run"] = [f"{r} (chosen)" if ch else r for r, ch in zip(out["run"], df["chosen"])]
-    return out
+    return tidy(out)
 
 
 def maxbatch_table(maxbatch: dict | None) -> pd.DataFrame:
@@ -89,12 +82,11 @@ def maxbatch_table(maxbatch: dict | None) -> pd.DataFrame:
         probes = v.get("probes") or []
         budget = v.get("budget_bytes") or (maxbatch or {}).get("budget_bytes")
         fitting = [p["peak_bytes"] for p in probes if p.get("fits") and p.get("peak_bytes")]
-        rows.append({"search": key, "trunk": v.get("trunk", key), "layers": v.get("n_layer", ""),
-                     "max batch": format_value(v.get("batch"), "{:.0f}"),
-                     "budget MiB": format_value(budget / MIB if budget else None, "{:,.0f}"), "probes": len(probes),
-                     "largest fitting peak MiB": format_value(max(fitting) / MIB if fitting else None, "{:,.1f}")})
-    return pd.DataFrame(rows, columns=["search", "trunk", "layers", "max batch", "budget MiB", "probes",
-                                       "largest fitting peak MiB"])
+        rows.append({"search": key, "trunk": v.get("trunk", key), "layers": v.get("n_layer"),
+                     "max batch": number(v.get("batch")), "budget MiB": budget / MIB if budget else None,
+                     "probes": len(probes), "largest fitting peak MiB": max(fitting) / MIB if fitting else None})
+    return tidy(pd.DataFrame(rows, columns=["search", "trunk", "layers", "max batch", "budget MiB", "probes",
+                                            "largest fitting peak MiB"]))
 
 
 def compare_with_published(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
@@ -125,11 +117,10 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 def _published_text() -> pd.DataFrame:
     ref = published_reference()
-    fmt = {"peak_memory": "{:.2f}", "max_batch": "{:.0f}", "tokens_per_s": "{:,.0f}", "val_loss": "{:.3f}"}
     return pd.DataFrame({"quantity": ref["quantity"] + " (" + ref["unit"] + ")",
-                         "baseline": [fmt[k].format(v) for k, v in zip(ref["key"], ref["baseline"])],
-                         "reversible": [fmt[k].format(v) for k, v in zip(ref["key"], ref["reversible"])],
-                         "reversible / baseline": [f"{v:.2f}x" for v in ref["ratio"]],
+                         "baseline": [format_number(v) for v in ref["baseline"]],
+                         "reversible": [format_number(v) for v in ref["reversible"]],
+                         "reversible / baseline": [_ratio(v) for v in ref["ratio"]],
                          "source": ref["source"]})
 
 
@@ -138,12 +129,7 @@ def _published_text() -> pd.DataFrame:
 # -------------------------------------------------------------------------------------------------------------
 
 def _mib(b: Any) -> str:
-    v = number(b)
-    return "?" if v is None else f"{v / MIB:,.1f} MiB"
-
-
-def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
+    return mib(number(b))
 
 
 def _finding_memory(base: pd.Series, rev: pd.Series) -> str | None:
@@ -160,24 +146,13 @@ def _finding_maxbatch(mbs: tuple[int, int, int], rev_trunk: str) -> str:
             f"batch {r}: {r / b:.2f}x.")
 
 
-def _finding_speed(base: pd.Series, rev: pd.Series) -> str | None:
-    b, r = number(base["tokens_per_s"]), number(rev["tokens_per_s"])
-    if not b or r is None:
-        return None
-    why = ("the price of recomputing each block in backward" if r < SPEED_TIE * b else
-           "the recomputation in backward did not show in this measurement of single runs (`python -m rev bench` "
-           "times the trunks side by side)")
-    return (f"At batch {int(base['batch_size'])} the reversible trunk trained at {r:,.0f} tokens/s against the "
-            f"baseline's {b:,.0f} ({_pct(r / b)}): {why}.")
-
-
 def _finding_val(base: pd.Series, rev: pd.Series, what: str) -> str | None:
     eq = equal_tokens_val(base, rev)
     if eq is None:
         return None
     tokens, b, r = eq
     out = (f"{what}, after {tokens:,} tokens the validation loss was {r:.3f} (reversible) vs {b:.3f} (baseline): "
-           f"a difference of {r - b:+.3f} ({_pct(r / b)}).")
+           f"a difference of {r - b:+.3f} ({pct(r / b)}).")
     sb, sr = number(base.get("steps")), number(rev.get("steps"))
     if sb and sr and sb != sr:
         out += (f" The same tokens took {int(sr):,} optimizer steps (reversible) against {int(sb):,} (baseline): "
@@ -227,11 +202,12 @@ def _finding_unigram(df: pd.DataFrame) -> str | None:
     out = (f"A context-free model, predicting every token by its training frequency, scores {u:.3f} nats on "
            "the validation split; the runs end at " + ", ".join(f"{r['label']} {v:.3f}" for r, v in ended)
            + ". Only what lies below that line comes from reading context.")
-    for r, v in ended:
-        if v > u - UNIGRAM_MARGIN:
-            steps = f"in its {int(r['steps']):,} optimizer steps" if number(r.get("steps")) else "so far"
-            out += (f" {r['label'].capitalize()} ({r['run']}) ended within {UNIGRAM_MARGIN} nats of that line: "
-                    f"{steps} it learnt token frequencies and little else.")
+    near = [r for r, v in ended if v > u - UNIGRAM_MARGIN]
+    if near:   # one sentence for all of them: the same lesson, said once
+        each = ", ".join(f"{r['label']} ({r['run']}, {int(r['steps']):,} steps)" if number(r.get("steps")) else
+                         f"{r['label']} ({r['run']})" for r in near)
+        out += (f" Within {UNIGRAM_MARGIN} nats of that line: {each}. In their steps they learnt token "
+                f"frequencies and little else.")
     return out
 
 
@@ -253,7 +229,9 @@ def _finding_published(df: pd.DataFrame, mb: dict | None) -> str | None:
                       ("val_loss", "validation loss")):
         r = number(h.loc[key, "ratio"])
         if r is not None:
-            parts.append(f"{what} {r:.2f}x (published {h.loc[key, 'published_ratio']:.2f}x)")
+            c = compare_speed(main_run(df, BASE), main_run(df, REV)) if key == "tokens_per_s" else None
+            noisy = f"; {NOISY}" if c is not None and c.noisy else ""   # a ratio inside the spread says nothing
+            parts.append(f"{what} {r:.2f}x (published {h.loc[key, 'published_ratio']:.2f}x{noisy})")
     if not parts:
         return None
     return f"Reversible / baseline here vs the published figures ({PUBLISHED_SOURCE}): " + "; ".join(parts) + "."
@@ -272,8 +250,10 @@ def _finding_streams(df: pd.DataFrame) -> str | None:
     out = f"{a['trunk']} at its own max batch, {each}."
     if a["tokens_per_s"] and b["tokens_per_s"]:
         wide, narrow = (a, b) if a["stream"] != "fp32" else (b, a)
+        c = compare_speed(main_run(df, narrow["run"]), main_run(df, wide["run"]))
         out += (f" The {wide['stream']} stream ran at {wide['tokens_per_s'] / narrow['tokens_per_s']:.2f}x the fp32 "
-                f"stream's tokens/s and fit {wide['batch'] / narrow['batch']:.2f}x its batch.")
+                f"stream's tokens/s ({f'{c.verdict}; {c.spread_text()}' if c else 'no timings to compare'}) "
+                f"and fit {wide['batch'] / narrow['batch']:.2f}x its batch.")
     for _, r in t.iterrows():
         if r["reliable"] is not None and not r["reliable"]:
             out += f" {r['run']} is {r['why']}."
@@ -324,7 +304,7 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
     base_max, rev_max, deep = main_run(df, BASE_MAX), main_run(df, REV_MAX), main_run(df, REV_DEEP)
     out: list[str | None] = [_finding_screening(df)]
     if base is not None and rev is not None:
-        out += [_finding_memory(base, rev), _finding_speed(base, rev), _finding_val(base, rev, "At the same batch")]
+        out += [_finding_memory(base, rev), speed_sentence(base, rev), _finding_val(base, rev, "At the same batch")]
     mbs = max_batches_found(mb, main_reversible_trunk(df, mb))
     if mbs:
         out.append(_finding_maxbatch(mbs, main_reversible_trunk(df, mb) or "reversible"))
@@ -332,9 +312,7 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
         out.append(_finding_val(base_max, rev_max,
                                 f"Each at its own max batch ({int(base_max['batch_size'])} vs "
                                 f"{int(rev_max['batch_size'])})"))
-        s = _finding_speed(base_max, rev_max)
-        if s:
-            out.append(s.replace(f"At batch {int(base_max['batch_size'])}", "At their max batches"))
+        out.append(max_batch_speed_sentence(base_max, rev_max))
     out += [_finding_max_batch_views(df), _finding_streams(df), loss_head_finding(df.attrs.get("loss_heads"))]
     if base is not None and deep is not None:
         out.append(_finding_deep(base, deep, deep_search(mb)))
@@ -352,27 +330,36 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
     return [s for s in out if s]
 
 
-def takeaways(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
-    """Short lines for the end of a notebook -- memory, what it buys, what it costs, quality, exactness --
-    each computed from the headline; comparisons whose runs are missing are left out."""
+def _depth_line(df: pd.DataFrame, maxbatch: dict | None) -> str | None:
+    """Depth bought with the saved memory, and whether the deeper model ended lower than the shallow ones."""
     h = headline(df, maxbatch).set_index("key")
-    r = {k: number(h.loc[k, "ratio"]) for k in h.index}
-    out = []
-    if r["peak_memory"] is not None:
-        out.append(f"Memory: the reversible trunk needed {r['peak_memory']:.2f}x the baseline's peak at the same "
-                   f"batch.")
-    if r["max_batch"] is not None:
-        out.append(f"What it buys: {r['max_batch']:.2f}x the batch under the same budget.")
-    if r["deep_layers"] is not None:
-        out.append(f"... or {r['deep_layers']:.2f}x the depth at the baseline's batch and memory.")
-    if r["tokens_per_s"] is not None:
-        out.append(f"What it costs: {_pct(r['tokens_per_s'])} tokens/s at the same batch.")
-    if r["val_loss"] is not None:
-        out.append(f"Quality: validation loss {r['val_loss']:.3f}x the baseline's at equal tokens.")
-    recon = number(h.loc["reconstruction_error", "reversible"])
+    ratio = number(h.loc["deep_layers", "ratio"])
+    if ratio is None:
+        return None
+    out = f"**Depth**: {ratio:.2f}x the baseline's layers fit its memory at its batch"
+    deep = main_run(df, REV_DEEP)
+    others = [(r["label"], number(r["final_val_loss"])) for r in (main_run(df, BASE), main_run(df, REV))
+              if r is not None and number(r["final_val_loss"]) is not None]
+    if deep is not None and number(deep["final_val_loss"]) is not None and others:
+        d, best = float(deep["final_val_loss"]), min(v for _, v in others)
+        verdict = ("the lowest of them" if d < best else
+                   f"within the {LOSS_TIE}-nat tie margin of the best, a tie" if d - best <= LOSS_TIE else
+                   "higher: depth did not pay on this budget")
+        out += (f"; the deep run ended at {d:.3f} against " + ", ".join(f"{lab} {v:.3f}" for lab, v in others)
+                + f": {verdict}")
+    return out + "."
+
+
+def takeaways(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
+    """Short lines for the end of notebook 07: the four headline lines (memory, loss, batch, throughput), then
+    depth and exactness, each computed; comparisons whose runs are missing say so."""
+    if main_run(df, BASE) is None and main_run(df, REV) is None:
+        return ["No comparison possible yet: the baseline and reversible runs are not both present."]
+    out = headline_lines(df, maxbatch) + [_depth_line(df, maxbatch)]
+    recon = number(headline(df, maxbatch).set_index("key").loc["reconstruction_error", "reversible"])
     if recon is not None:
-        out.append(f"Exactness: inputs rebuilt to a relative error of {recon:.1e}.")
-    return out or ["No comparison possible yet: the baseline and reversible runs are not both present."]
+        out.append(f"**Exactness**: inputs rebuilt to a relative error of {recon:.1e}.")
+    return [s for s in out if s]
 
 
 def takeaways_markdown(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
@@ -429,51 +416,48 @@ _FIGURES = [("loss_vs_tokens", "Loss against tokens"), ("val_loss", "Validation 
 _LOSS_HEAD_FIGURE = [("loss_heads", "Max batch by loss head")]
 
 
-def text_table(t: pd.DataFrame, fmts: dict[str, str]) -> pd.DataFrame:
-    """`t` with the columns in `fmts` formatted (missing values as a dash), the others as text."""
-    out = t.copy().astype(object)
-    for c, f in fmts.items():
+def text_table(t: pd.DataFrame, fmts: dict[str, str] | None = None) -> pd.DataFrame:
+    """`t` as text for a table: `tables.tidy` (whole numbers as integers, 4 significant figures, a dash where a
+    value is missing); `fmts` (column -> format) only where a column needs its own, such as a signed difference."""
+    out = tidy(t)
+    for c, f in (fmts or {}).items():
         if c in out:
             out[c] = [format_value(v, f) for v in t[c]]
     return out
 
 
-_VIEW_FMT = {"h": "{:g}", "batch": "{:.0f}", "steps": "{:,.0f}", "tokens": "{:,.0f}", "final_val_loss": "{:.3f}",
-             "screening_val_loss": "{:.3f}", "tokens_per_s": "{:,.0f}", "reconstruction_error": "{:.2e}",
-             "below_context_free": "{:+.3f}", "equal_tokens": "{:,.0f}", "val_loss_at_equal_tokens": "{:.3f}",
-             "equal_steps": "{:,.0f}", "val_loss_at_equal_steps": "{:.3f}", "residual": "{:.0f}",
-             "reversible / residual": "{:.2f}x"}
-
-
+_SIGNED = {"below_context_free": "{:+.3f}"}
 SECTIONS = ("views", "streams", "heads", "screening")
 
 
-def assignment_sections(df: pd.DataFrame, parts: tuple[str, ...] = SECTIONS) -> list[str]:
+def assignment_sections(df: pd.DataFrame, parts: tuple[str, ...] = SECTIONS, level: int = 2) -> list[str]:
     """REPORT.md's sections (Markdown lines) on the max-batch runs (both views), run 3b, the loss-head ablation
-    and the screening's runner-up, those named in `parts`: each table with the finding computed from it; a
-    section whose runs are absent is left out."""
+    and the screening's runner-up, those named in `parts`, with headings of `level`: each table with the finding
+    computed from it; a section whose runs are absent is left out."""
+    h = "#" * level
     lines: list[str] = []
     views = max_batch_views(df) if "views" in parts else []
     if len(views):
-        lines += ["## Max-batch runs: equal tokens and equal steps", "", markdown_table(text_table(views, _VIEW_FMT)),
-                  "", f"- {_finding_max_batch_views(df) or 'Only one max-batch run is present.'}", ""]
+        lines += [f"{h} Max-batch runs: equal tokens and equal steps", "",
+                  markdown_table(text_table(views, _SIGNED)), "",
+                  f"- {_finding_max_batch_views(df) or 'Only one max-batch run is present.'}", ""]
     streams = stream_runs(df) if "streams" in parts else []
     if len(streams):
-        t = text_table(streams, _VIEW_FMT)
+        t = text_table(streams)
         t["reliable"] = ["—" if v is None else ("yes" if v else "NO") for v in streams["reliable"]]
-        lines += ["## Run 3b: one reversible trunk, two streams, each at its max batch", "", markdown_table(t), "",
+        lines += [f"{h} Run 3b: one reversible trunk, two streams, each at its max batch", "", markdown_table(t), "",
                   f"- {_finding_streams(df) or 'Run 3b is not present yet (notebook 06).'}", ""]
     heads = loss_head_table(df.attrs.get("loss_heads") if "heads" in parts else None)
     if len(heads):
         budget = (df.attrs.get("loss_heads") or {}).get("budget_bytes")
-        fmts = _VIEW_FMT | {c: "{:.0f}" for c in heads.columns if c not in ("loss_head", "reversible / residual")}
-        lines += ["## Loss-head ablation: max batch by loss head" + (f" under {budget / MIB:,.0f} MiB" if budget else ""),
-                  "", markdown_table(text_table(heads, fmts)), "",
+        under = f" under {budget / MIB:,.0f} MiB" if budget else ""
+        lines += [f"{h} Loss-head ablation: max batch by loss head{under}",
+                  "", markdown_table(text_table(heads)), "",
                   f"- {loss_head_finding(df.attrs.get('loss_heads')) or 'Not every head was searched.'}", ""]
     check = screening_check(df) if "screening" in parts else []
     if len(check) == 2:
-        lines += ["## Did the screening's choice hold at the full budget?", "",
-                  markdown_table(text_table(check, _VIEW_FMT)), "", f"- {_finding_screening_held(df)}", ""]
+        lines += [f"{h} Did the screening's choice hold at the full budget?", "",
+                  markdown_table(text_table(check)), "", f"- {_finding_screening_held(df)}", ""]
     return lines
 
 
@@ -484,34 +468,46 @@ def corpus_used(df: pd.DataFrame) -> str:
     return ", ".join(f"`{r.data_source}` (data folder `{r.data}`)" for r in used.itertuples()) or "not recorded"
 
 
+def _bullets(lines: list[str]) -> list[str]:
+    return [f"- {s}" for s in lines] + [""]
+
+
 def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd.DataFrame | None = None) -> str:
-    """The text of REPORT.md (figures referenced as plots/<name>.png)."""
+    """The text of REPORT.md (figures referenced as plots/<name>.png): the headline in four computed lines, the
+    evidence (tables, findings, figures), what the companion chapters found, what this machine could not measure.
+    No paragraph appears twice: a finding shown under its own table is left out of the list of findings."""
     mb = maxbatch_of(df, maxbatch)
     profile = df.attrs.get("profile", "?")
     devices = sorted(set(df["device"].dropna().astype(str))) if len(df) else []
+    sections = assignment_sections(df, level=3)
+    under_tables = {line[2:] for line in sections if line.startswith("- ")}
     lines = [f"# Report: profile `{profile}`", "",
              f"Every number below was measured by the runs in `{profile}/` "
              f"({', '.join(devices) if devices else 'no runs yet'}), except the table labelled "
-             f"*{PUBLISHED_SOURCE}*.", "", f"Corpus: {corpus_used(df)}.", "",
-             "## Headline", "", markdown_table(format_headline(headline(df, mb))), "",
-             "## Findings", "", *[f"- {s}" for s in findings(df, mb)], "",
-             f"## Published reference ({PUBLISHED_SOURCE})", "",
-             "Figures published for the reference implementation, not measured here: compare the ratios, "
-             "not the absolute numbers.", "", markdown_table(_published_text()), "",
-             "## Runs", "", markdown_table(runs_table(main_runs(df))) if len(main_runs(df)) else "No main runs.", ""]
+             f"*{PUBLISHED_SOURCE}*. Corpus: {corpus_used(df)}.", "",
+             "## Headline", "", *_bullets(headline_lines(df, mb)),
+             "## The evidence", "", "### The comparisons in one table", "",
+             markdown_table(format_headline(headline(df, mb))), "",
+             "### Findings", "", *_bullets([s for s in findings(df, mb) if s not in under_tables]),
+             "### Runs", "", markdown_table(runs_table(main_runs(df))) if len(main_runs(df)) else "No main runs.", ""]
     scr = df[df["screening"]]
     if len(scr):
-        lines += ["## Screening", "", markdown_table(runs_table(scr)), ""]
+        lines += ["### Screening", "", markdown_table(runs_table(scr)), ""]
     if mb:
-        lines += ["## Max batch", "", markdown_table(maxbatch_table(mb)), ""]
-    lines += assignment_sections(df)
-    lines += ["## Figures", ""]
+        lines += ["### Max batch", "", markdown_table(maxbatch_table(mb)), ""]
+    lines += sections
+    lines += [f"### Published reference ({PUBLISHED_SOURCE})", "",
+              "Figures published for the reference implementation, not measured here: compare the ratios, "
+              "not the absolute numbers.", "", markdown_table(_published_text()), "", "### Figures", ""]
     for stem, title in _FIGURES + (_LOSS_HEAD_FIGURE if df.attrs.get("loss_heads") else []):
-        lines += [f"### {title}", "", f"![{title}]({PLOTS_DIR}/{stem}.png)", ""]
+        lines += [f"#### {title}", "", f"![{title}]({PLOTS_DIR}/{stem}.png)", ""]
     if all_runs is not None and all_runs["profile"].nunique() > 1:
         t = runs_table(all_runs)
         t.insert(0, "profile", all_runs["profile"].tolist())
-        lines += ["## All results in this folder (by device)", "", markdown_table(t), ""]
+        lines += ["### All results in this folder (by device)", "", markdown_table(t), ""]
+    folder = Path(df.attrs.get("results_dir") or ".") / str(profile)
+    lines += ["## What the companion chapters found", "", *_bullets(companion_findings(folder)),
+              "## What this machine could not measure", "", *_bullets(limits(df))]
     return "\n".join(lines)
 
 

@@ -1,6 +1,8 @@
 """Notebook 07's exercises: the reference answers and the checks their check cells call.
 
-07.2 derives, from the max-batch probes, the memory a stored trunk needs per layer per sequence; 07.3 changes one
+07.1 predicts which run wins on loss and which on time; `race_answer` puts each prediction of the model answer
+beside this run's table and says whether it held (timings judged against the runs' per-step spread). 07.2
+derives, from the max-batch probes, the memory a stored trunk needs per layer per sequence; 07.3 changes one
 measured number and watches which finding of the report changes with it. The conventions are those of
 `rev.book.exercises`.
 """
@@ -14,8 +16,13 @@ import pandas as pd
 
 from ..core.reversible import RECON_LIMIT
 from .report import findings
-from .results import (BASE, COLUMNS, REV, main_reversible_trunk, main_run, maxbatch_of, read_json_or_note,
+from .report_headline import NOISY, compare_speed
+from .results import (BASE, BASE_MAX, COLUMNS, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, loss_and_time,
+                      main_reversible_trunk, main_run, maxbatch_of, read_json_or_note, speed_spread,
                       stored_bytes_per_layer)
+from .screening import LOSS_TIE
+
+MAX_BATCH_RUNS = (BASE_MAX, REV_MAX, REV_MAX_STREAM)
 
 
 def check_stored_bytes_per_layer(fn: Callable[[list[dict], list[dict], int], float]) -> str:
@@ -104,3 +111,89 @@ def check_with_reconstruction_error(fn: Callable[[pd.DataFrame, float], pd.DataF
         f"the findings still do not see an error of {50 * RECON_LIMIT:g}; set the `reconstruction_error` column"
     assert "well below" in "\n".join(findings(fn(df, RECON_LIMIT / 1e4))), "a tiny error should read 'well below'"
     return "The reconstruction finding turns from 'well below' to 'ABOVE' the limit, the input frame untouched."
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Exercise 07.1: the predictions against this run's table
+# -------------------------------------------------------------------------------------------------------------
+
+def _held(ok: bool) -> str:
+    return "**held**" if ok else "**did not hold**"
+
+
+def _deep_lowest(race: pd.DataFrame) -> str | None:
+    """Prediction: the deep reversible model ends lowest per token."""
+    loss = race.dropna(subset=["final_val_loss"])
+    if REV_DEEP not in set(loss["run"]) or not len(loss):
+        return None
+    low, deep = loss.iloc[0], loss.set_index("run").loc[REV_DEEP]
+    if low["run"] == REV_DEEP:
+        return f"The deep run ends lowest per token: {_held(True)} ({deep['final_val_loss']:.3f})."
+    gap = deep["final_val_loss"] - low["final_val_loss"]
+    tie = (f", within the {LOSS_TIE}-nat tie margin: a tie on one seed, not a clear loss" if gap <= LOSS_TIE
+           else ": more layers did not pay on this token budget")
+    return (f"The deep run ends lowest per token: {_held(False)}. The lowest is {low['label']} "
+            f"({low['final_val_loss']:.3f}); the deep run ended at {deep['final_val_loss']:.3f}, {gap:+.3f}{tie}.")
+
+
+def _max_batch_higher(df: pd.DataFrame) -> str | None:
+    """Prediction: at a fixed token budget a run at its max batch ends higher than the same trunk at the
+    profile's batch (fewer, larger steps)."""
+    pairs = [(main_run(df, m), main_run(df, s)) for m, s in ((BASE_MAX, BASE), (REV_MAX, REV))]
+    pairs = [(m, s) for m, s in pairs if m is not None and s is not None
+             and pd.notna(m["final_val_loss"]) and pd.notna(s["final_val_loss"])]
+    if not pairs:
+        return None
+    each = [(m, s, float(m["final_val_loss"]) > float(s["final_val_loss"])) for m, s in pairs]
+    return ("The max-batch runs end higher than the same trunk at the profile's batch: "
+            + _held(all(h for *_, h in each)) + " ("
+            + "; ".join(f"{m['label']} {m['final_val_loss']:.3f} against {s['label']} {s['final_val_loss']:.3f}, "
+                        f"{'higher' if h else 'not higher'}" for m, s, h in each) + ").")
+
+
+def _seconds_range(df: pd.DataFrame, row: pd.Series) -> tuple[float, float] | None:
+    """The training seconds a run would have taken at its per-step quartile speeds (fast end, slow end)."""
+    run = main_run(df, row["run"])
+    q = speed_spread(run["path"]) if run is not None and run.get("path") else None
+    return (row["tokens"] / q[2], row["tokens"] / q[0]) if q and q[0] > 0 and pd.notna(row["tokens"]) else None
+
+
+def _max_batch_fastest(df: pd.DataFrame, race: pd.DataFrame) -> str | None:
+    """Prediction: a max-batch run spends the fewest seconds on its tokens (judged against the per-step spread)."""
+    time = race.dropna(subset=["train_seconds"]).sort_values("train_seconds")
+    if len(time) < 2:
+        return None
+    fast, second = time.iloc[0], time.iloc[1]
+    ok = fast["run"] in MAX_BATCH_RUNS
+    a, b = _seconds_range(df, fast), _seconds_range(df, second)
+    # the spread decides the verdict only when the two fastest runs fall on opposite sides of the prediction
+    noisy = a is not None and b is not None and a[1] >= b[0] and ok != (second["run"] in MAX_BATCH_RUNS)
+    out = (f"A max-batch run takes the fewest seconds: {NOISY if noisy else _held(ok)}. Fewest: {fast['label']} "
+           f"({fast['train_seconds']:.1f} s), then {second['label']} ({second['train_seconds']:.1f} s).")
+    if noisy:
+        out += (f" At their per-step quartile speeds those would take {a[0]:.1f}-{a[1]:.1f} s and {b[0]:.1f}-"
+                f"{b[1]:.1f} s: the ranges overlap.")
+    return out
+
+
+def _reversible_slower(df: pd.DataFrame) -> str | None:
+    """Prediction: at the same batch the reversible run is slower than the baseline (recomputation)."""
+    c = compare_speed(main_run(df, BASE), main_run(df, REV))
+    if c is None:
+        return None
+    verdict = {NOISY: f"{NOISY} ({c.spread_text()})", "slower": _held(True) + f" ({c.spread_text()})",
+               "faster": _held(False) + f": it ran faster ({c.spread_text()}), which recomputation cannot "
+                         f"explain; the runs were timed one after another, under whatever load the machine had"}
+    return (f"At the same batch the reversible run is slower than the baseline ({c.rev:,.0f} against "
+            f"{c.base:,.0f} tokens/s): {verdict[c.verdict]}.")
+
+
+def race_answer(df: pd.DataFrame) -> str:
+    """Markdown for exercise 07.1: each prediction of the model answer beside this run's measurement, and whether
+    it held; a prediction whose runs are missing is left out."""
+    race = loss_and_time(df)
+    lines = [s for s in (_deep_lowest(race), _max_batch_higher(df), _max_batch_fastest(df, race),
+                         _reversible_slower(df)) if s]
+    if not lines:
+        return "Not enough finished main runs to check the predictions yet."
+    return "**The predictions against this run's table:**\n\n" + "\n".join(f"- {s}" for s in lines)

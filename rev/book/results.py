@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..engine.bench import quartiles
 from ..engine.files import read_json
+from ..core.model import is_reversible
 from ..core.reversible import RECON_LIMIT
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS
 from ..engine.train import LOG_FIELDS
@@ -529,3 +531,43 @@ def screening_check(df: pd.DataFrame) -> pd.DataFrame:
                      "final_val_loss": number(r["final_val_loss"]), "tokens_per_s": number(r["tokens_per_s"])})
     return pd.DataFrame(rows, columns=["run", "role", "trunk", "h", "stream", "screening_val_loss", "tokens",
                                        "final_val_loss", "tokens_per_s"])
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Timing spread, and a runner-up that differs from the pick
+# -------------------------------------------------------------------------------------------------------------
+
+def step_speeds(run_dir: str | Path) -> np.ndarray:
+    """tokens/s of each timed step in a run's log.csv. The first steps are left out as `train` leaves them out of
+    the summary's tokens/s (`max(2, steps // 20)` warm-up steps: allocation and first-call costs), so the spread
+    describes the steps the summary averages."""
+    v = read_log(run_dir)["tokens_per_s"].dropna().to_numpy(float)
+    warm = min(len(v) - 1, max(2, len(v) // 20)) if len(v) else 0
+    return v[warm:]
+
+
+def speed_spread(run_dir: str | Path) -> tuple[float, float, float] | None:
+    """(lower quartile, median, upper quartile) of a run's per-step tokens/s (`step_speeds`); None with fewer than
+    two timed steps, where no spread was recorded."""
+    v = step_speeds(run_dir)
+    if len(v) < 2:
+        return None
+    lo, hi = quartiles(list(v))
+    return float(lo), float(np.median(v)), float(hi)
+
+
+def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT) -> dict | None:
+    """The screening row to train as the runner-up: the lowest validation loss among the reversible candidates that
+    reconstruct within `recon_limit` and differ from the chosen one in trunk or step size h (an fp32 stream first,
+    then the faster, on a tie). A candidate that differs only in its stream trains the same blocks from the same
+    start -- the stream changes how the trunk's state is held and inverted, not the function -- so its loss at the
+    full budget is the pick's to rounding, and training it (minutes on a CPU) would check nothing."""
+    chosen = (screening or {}).get("chosen") or {}
+    def same(r: dict) -> bool:
+        return r.get("trunk") == chosen.get("trunk") and number(r.get("h")) is not None \
+            and number(chosen.get("h")) is not None and math.isclose(float(r["h"]), float(chosen["h"]))
+    ok = [r for r in (screening or {}).get("runs") or [] if is_reversible(r.get("trunk", "residual"))
+          and number(r.get("reconstruction_error")) is not None and r["reconstruction_error"] <= recon_limit
+          and number(r.get("val_loss")) is not None and not same(r)]
+    return min(ok, key=lambda r: (r["val_loss"], r.get("stream") != "fp32", -(r.get("tokens_per_s") or 0)),
+               default=None)
