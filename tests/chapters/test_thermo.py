@@ -370,9 +370,8 @@ def test_sizes_cover_every_profile():
     assert th.FLUCTUATION_SIZES["full"] == th.FluctuationSizes(transformer_scan=(1 / 3, 3.0), device="auto")
 
 
-def test_findings_give_figures_takeaways_and_summary(tmp_path):
-    import matplotlib.pyplot as plt
-
+def _small_findings():
+    """ChapterFindings at a few steps of every measurement, and the shock runs and sizes it read."""
     sizes = th.FLUCTUATION_SIZES["smoke"].replace(change_step=6, total_steps=12, window=3)
     shock = {kind: th.lr_shock_experiment(kind, sizes) for kind in th.MODELS}
     summaries = {kind: th.fluctuation_summary(runs, sizes) for kind, runs in shock.items()}
@@ -386,6 +385,13 @@ def test_findings_give_figures_takeaways_and_summary(tmp_path):
         couplings=gk, drift_slope=th.loglog_slope(drift.eta, drift.error), symmetry=th.symmetry_defects(0.05),
         shock=summaries, scans={kind: th.lr_scan(kind, sizes, multipliers=(), base_summary=s)
                                 for kind, s in summaries.items()})
+    return f, shock, sizes, sweep, slopes, gk, quad
+
+
+def test_findings_give_figures_takeaways_and_summary(tmp_path):
+    import matplotlib.pyplot as plt
+
+    f, shock, sizes, sweep, slopes, gk, quad = _small_findings()
     text = th.takeaways(f)
     assert text.count("\n- ") == 6 and "$g(3)$" in text and "$g(-2)$" in text and "smoke sizes" in text
     assert f"{f.round_trip.miss_in_eps.max():.1f}" in text
@@ -397,6 +403,44 @@ def test_findings_give_figures_takeaways_and_summary(tmp_path):
                 th.plot_drift({0.1: th.balance_drift(0.1, 20)}), th.plot_shock(shock, sizes)):
         assert fig.axes
         plt.close(fig)
+
+
+def test_takeaways_count_the_seeds_that_were_run():
+    import dataclasses
+
+    f = _small_findings()[0]
+    one = th.takeaways(f)
+    assert "One seed, one base LR per model" in one
+    rows = [dict(kind=k, seed=seed, measure="direction", factor=fac, response=r)
+            for seed in range(3) for k in th.MODELS for fac, r in ((5.0, 0.5), (0.2, 0.8), (1.0, 1.0))]
+    three = th.takeaways(dataclasses.replace(f, n_seeds=3, seed_verdicts=th.verdict_table(pd.DataFrame(rows)),
+                                             shock_source="run here"))
+    assert "One seed" not in three and "reads the first of 3 seeds" in three
+    assert "the verdict over all 3 seeds (next line) is the one to read" in three
+    assert "Over 3 seeds (run here)" in three
+
+
+def test_the_paper_setup_is_claimed_only_when_every_field_matches(tmp_path):
+    paper = th.paper_sizes()
+    assert th.paper_comparison(paper).startswith("the paper's Figure 2 setup: True")
+    assert th.paper_comparison(paper.replace(seeds=9, window=50, threads=1)).endswith("True (every setup field matches)")
+    quick = th.quick_shock_sizes("cpu")
+    text = th.paper_comparison(quick)
+    assert text.startswith("the paper's Figure 2 setup: False") and "d_model 64 vs 128" in text
+    assert f"change_step {quick.change_step} vs 1000" in text and "seq_len" not in text
+    assert th.paper_differences(paper.replace(batch_size=32)) == {"batch_size": (32, 64)}
+    line = th.describe_setup(quick)
+    assert f"d_model={quick.d_model}" in line and f"LR change at step {quick.change_step} of {quick.total_steps}" in line
+    # what the notebook will read: the reduced run unless the paper-size cache is there, and then the cache
+    assert th.planned_runs(tmp_path, "cpu") == (quick, "reduced run made here")
+    assert th.planned_runs(tmp_path, "smoke") == (th.FLUCTUATION_SIZES["smoke"], "run here at the profile's sizes")
+    small = th.FLUCTUATION_SIZES["cpu"].replace(d_model=8, n_head=2, d_ff=16, change_step=6, total_steps=12, window=3,
+                                                 batch_size=4)
+    runs = th.shock_over_seeds(small, seeds=[0], kinds=["linear"])
+    th.save_runs(th.cache_path(tmp_path, "cpu"), runs, th.FLUCTUATION_SIZES["cpu"], "cpu")  # as if paper-size
+    sizes, source = th.planned_runs(tmp_path, "cpu")
+    assert sizes == th.FLUCTUATION_SIZES["cpu"] and source.startswith("cached")
+    assert th.paper_comparison(sizes).endswith("True (every setup field matches)")
 
 
 # --- the paper's protocol (data, seeds, verdicts) and the potentials along SGD paths ----------------

@@ -20,7 +20,7 @@ The package, one concern per module, in the order the notebook tells the story:
 * `measure`   the four potentials measured on real trajectories (double backward for the J U products), the
               O(eta) slopes, and the small tables the chapter prints;
 * `symmetry`  the rescaling-symmetry drift (phi breaks rescaling, keeps rotations);
-* `sizes`     the per-profile sizes, read from `rev.engine.profiles.CHAPTER_SIZES["thermo"]`;
+* `sizes`     the per-profile sizes (`SIZES`) and the paper's Figure 2 setup they are compared with;
 * `shock`     the learning-rate shock experiment on a tiny causal transformer and a linear perceptron;
 * `seeds`     that shock over several seeds: four measures, before/after responses, verdicts ("not decided");
 * `cache`     the paper-size shock as `python -m rev thermo-shock`, its cached JSON and what the notebook shows;
@@ -35,7 +35,7 @@ from .defect import (coupling, coupling_recursion, entropy_production, entropy_p
                      renormalised_potential, renormalised_update, reverse_step, round_trip)
 from .exercises import (check_backward_sign_break, check_defect_slopes, check_round_trip_defect, defect_scaling,
                         scaling_problem)
-from .cache import cache_path, load_runs, notebook_runs, save_runs
+from .cache import cache_path, load_runs, notebook_runs, planned_runs, save_runs
 from .findings import (ChapterFindings, plot_coupling, plot_drift, plot_error_slopes, plot_shock, plot_shock_seeds,
                        takeaways, write_summary)
 from .measure import (POTENTIALS, ROUNDING, Measurement, compare, coupling_table, entropy_identity_table, eta_grid,
@@ -48,7 +48,8 @@ from .seeds import (MEASURES, UNDECIDED, claim_status, measure_series, per_seed_
 from .shock import (LAYOUTS, MODELS, LinearPerceptron, ReversalBatch, TinyCausalTransformer, base_learning_rate,
                     fluctuation_summary, fluctuation_verdict, lr_scan, lr_shock_experiment, noise_floor,
                     resolve_device, response_row, reversal_batch, windowed_variance)
-from .sizes import (FLUCTUATION_SIZES, SWEEP_SIZES, FluctuationSizes, SweepSizes, chapter_sizes,
+from .sizes import (FLUCTUATION_SIZES, PAPER_SETUP_FIELDS, SWEEP_SIZES, FluctuationSizes, SweepSizes,
+                    chapter_sizes, describe_setup, paper_comparison, paper_differences, paper_sizes,
                     quick_shock_sizes)
 from .symmetry import balance_drift, drift_rate_ratio, drift_table, product_loss, symmetry_defects
 
@@ -56,7 +57,7 @@ __all__ = ["coupling", "coupling_recursion", "entropy_production", "entropy_prod
            "flow_rk4", "gd_step", "gd_trajectory", "grad_phi", "modified_update", "quadratic_round_trip_prediction",
            "renormalised_potential", "renormalised_update", "reverse_step", "round_trip",
            "check_backward_sign_break", "check_defect_slopes", "check_round_trip_defect", "defect_scaling",
-           "scaling_problem", "cache_path", "load_runs", "notebook_runs", "save_runs", "ChapterFindings",
+           "scaling_problem", "cache_path", "load_runs", "notebook_runs", "planned_runs", "save_runs", "ChapterFindings",
            "plot_coupling", "plot_drift", "plot_error_slopes", "plot_shock", "plot_shock_seeds",
            "takeaways", "write_summary", "POTENTIALS", "ROUNDING", "Measurement", "compare", "coupling_table",
            "entropy_identity_table", "eta_grid", "loglog_slope", "measure_coupling", "measure_potentials",
@@ -68,4 +69,5 @@ __all__ = ["coupling", "coupling_recursion", "entropy_production", "entropy_prod
            "TinyCausalTransformer", "base_learning_rate", "fluctuation_summary", "fluctuation_verdict", "lr_scan",
            "lr_shock_experiment", "noise_floor", "resolve_device", "response_row", "reversal_batch",
            "windowed_variance", "FLUCTUATION_SIZES", "SWEEP_SIZES", "FluctuationSizes", "SweepSizes",
-           "chapter_sizes", "quick_shock_sizes", "balance_drift", "drift_rate_ratio", "drift_table", "product_loss", "symmetry_defects"]
+           "chapter_sizes", "quick_shock_sizes", "PAPER_SETUP_FIELDS", "describe_setup", "paper_comparison", "paper_differences",
+           "paper_sizes", "balance_drift", "drift_rate_ratio", "drift_table", "product_loss", "symmetry_defects"]

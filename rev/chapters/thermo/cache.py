@@ -70,20 +70,29 @@ def default_jobs(sizes: FluctuationSizes, n_runs: int) -> int:
     return max(1, min(n_runs, os.cpu_count() or 1))
 
 
-def notebook_runs(results_dir: str | Path, profile: str, progress=None) -> tuple[ShockRuns, FluctuationSizes, str]:
-    """What notebook 08 shows: the cached paper-size runs when they match the profile, else a run made here
-    (the profile's "quick" sizes where it has them). Returns the runs, their sizes and where they came from."""
+def planned_runs(results_dir: str | Path, profile: str) -> tuple[FluctuationSizes, str]:
+    """The sizes `notebook_runs` will show, and where its runs will come from, without running anything: the
+    cached paper-size runs when they match the profile, else the profile's "quick" sizes where it has them, else
+    its full `shock` sizes run here."""
     sizes = chapter_sizes(profile).shock
     path = cache_path(results_dir, profile)
     if path.exists():
-        runs, saved = load_runs(path)
+        _, saved = load_runs(path)
         if _same_experiment(saved, sizes):
-            return runs, saved, f"cached: {path.name}, written by `python -m rev thermo-shock --profile {profile}`"
+            return saved, f"cached: {path.name}, written by `python -m rev thermo-shock --profile {profile}`"
     quick = quick_shock_sizes(profile)
-    run_sizes = quick or sizes
+    return (quick, "reduced run made here") if quick is not None else (sizes, "run here at the profile's sizes")
+
+
+def notebook_runs(results_dir: str | Path, profile: str, progress=None) -> tuple[ShockRuns, FluctuationSizes, str]:
+    """What notebook 08 shows (`planned_runs`): the cached paper-size runs when they match the profile, else a
+    run made here. Returns the runs, their sizes and where they came from."""
+    run_sizes, source = planned_runs(results_dir, profile)
+    if source.startswith("cached"):
+        return load_runs(cache_path(results_dir, profile))[0], run_sizes, source
     runs = shock_over_seeds(run_sizes, jobs=default_jobs(run_sizes, run_sizes.seeds * len(MODELS)),
                             progress=progress)
-    return runs, run_sizes, "reduced run made here" if quick is not None else "run here at the profile's sizes"
+    return runs, run_sizes, source
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -164,6 +164,7 @@ class ChapterFindings:
     seed_verdicts: pd.DataFrame | None = None    # seeds.verdict_table of the multi-seed shock
     shock_source: str = ""                       # where those runs came from (cache or a reduced run)
     sgd_slopes: pd.DataFrame | None = None       # slope_table of the potential sweep along SGD paths
+    n_seeds: int = 1                             # seeds of the shock runs (`shock` above reads the first)
 
     def verdict(self, kind: str, column: str = "response_over_eta2") -> str:
         return fluctuation_verdict(self.shock[kind], column=column)
@@ -227,7 +228,7 @@ def takeaways(f: ChapterFindings) -> str:
             f"{r.base_lr:.3g}: {r.verdict_over_eta2}" for r in f.scans["transformer"].itertuples()) + ".")
     else:
         lines.append(f"Whether the transformer's verdict survives other base LRs is not tested at the {f.profile} "
-                     "profile; one seed, one base LR per model: treat the verdicts as a single measurement, not a law.")
+                     f"profile. {_single_run_caveat(f.n_seeds, f.seed_verdicts is not None)}")
     if f.seed_verdicts is not None:
         lines.append(_seeds_line(f.seed_verdicts, f.shock_source))
     if f.sgd_slopes is not None:
@@ -237,13 +238,23 @@ def takeaways(f: ChapterFindings) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
 
+def _single_run_caveat(n_seeds: int, over_seeds_shown: bool) -> str:
+    """What the single-seed LR-shock line above may be read as, given how many seeds were run."""
+    if n_seeds == 1:
+        return ("One seed, one base LR per model: treat the verdicts as a single measurement, not a law.")
+    where = " (next line)" if over_seeds_shown else ""
+    return (f"The LR-shock line above reads the first of {n_seeds} seeds at one base LR per model: a single "
+            f"measurement, not a law; the verdict over all {n_seeds} seeds{where} is the one to read.")
+
+
 def _seeds_line(verdicts: pd.DataFrame, source: str) -> str:
     """One takeaway: the verdict per measure over seeds, and the paper's claim on each."""
     v = verdicts.set_index(["kind", "measure"]).verdict
     parts = [f"{MEASURES[m]}: transformer {v['transformer', m]}, perceptron {v['linear', m]} "
              f"(claim {claim_status(verdicts, m)})" for m in verdicts.measure.unique()]
     n_undecided = int((verdicts.verdict == UNDECIDED).sum())
-    return (f"Over seeds ({source}): " + "; ".join(parts) + f". {n_undecided} of {len(verdicts)} verdicts are "
+    n_seeds = max(len(str(s).split()) for s in verdicts.seeds) if "seeds" in verdicts else 0
+    return (f"Over {n_seeds} seeds ({source}): " + "; ".join(parts) + f". {n_undecided} of {len(verdicts)} verdicts are "
             f"{UNDECIDED}: a verdict stands only when every seed agrees.")
 
 

@@ -117,6 +117,42 @@ def quick_shock_sizes(profile: ProfileLike) -> FluctuationSizes | None:
     return chapter_sizes(profile).quick
 
 
+# what defines the paper's Figure 2 experiment: its geometry, data, batch, optimiser and schedule. The window, the
+# base-LR scans, seeds, threads and device change how it is measured or how long it takes, not the experiment.
+PAPER_SETUP_FIELDS = ("d_model", "n_head", "d_ff", "n_layer", "vocab_size", "seq_len", "noise", "layout",
+                      "batch_size", "lr", "change_step", "total_steps")
+
+
+def paper_sizes() -> FluctuationSizes:
+    """The paper's Figure 2 setup (the defaults of `FluctuationSizes`)."""
+    return FluctuationSizes()
+
+
+def paper_differences(sizes: FluctuationSizes) -> dict[str, tuple]:
+    """The setup fields where `sizes` differs from the paper's Figure 2 setup: field -> (run, paper). Empty only
+    when the run is the paper's experiment."""
+    paper = paper_sizes()
+    return {k: (getattr(sizes, k), getattr(paper, k)) for k in PAPER_SETUP_FIELDS
+            if getattr(sizes, k) != getattr(paper, k)}
+
+
+def describe_setup(sizes: FluctuationSizes) -> str:
+    """The setup fields of `sizes` in one line (what the notebook prints for the run and for the paper)."""
+    return (f"d_model={sizes.d_model}, {sizes.n_head} heads, FFN {sizes.d_ff}, {sizes.n_layer} layers, "
+            f"vocab {sizes.vocab_size}, reverse {sizes.seq_len} tokens ({sizes.layout} layout), "
+            f"label noise {sizes.noise:.0%}, batch {sizes.batch_size}, Adam LR {sizes.lr:g}, "
+            f"LR change at step {sizes.change_step} of {sizes.total_steps}")
+
+
+def paper_comparison(sizes: FluctuationSizes) -> str:
+    """One line: is `sizes` the paper's Figure 2 setup, and if not, where it differs (here vs the paper)."""
+    diff = paper_differences(sizes)
+    if not diff:
+        return "the paper's Figure 2 setup: True (every setup field matches)"
+    return ("the paper's Figure 2 setup: False (here vs the paper: "
+            + ", ".join(f"{k} {a} vs {b}" for k, (a, b) in diff.items()) + ")")
+
+
 # per-profile views of the same numbers (the notebook compares its run with the full specification)
 SWEEP_SIZES: dict[str, SweepSizes] = {p: s.sweep for p, s in SIZES.items()}
 FLUCTUATION_SIZES: dict[str, FluctuationSizes] = {p: s.shock for p, s in SIZES.items()}
