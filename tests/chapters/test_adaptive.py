@@ -350,6 +350,56 @@ def test_uniform_layout_and_frontier_verdict():
     assert v["grad_win"] == 1 and v["recon_tie"] == 2
 
 
+def _frontier_rows(adaptive: list[tuple[float, tuple, float, float]]) -> list[dict]:
+    """Frontier rows on a 6-layer trunk: the fixed spacings (cos, worst rebuilt error) and the given adaptive
+    (tau_warn, keep, cos, worst error) points."""
+    row = lambda kind, setting, keep, cos, err: dict(kind=kind, setting=setting, keep=keep, n_kept=len(keep),  # noqa
+                                                   n_layer=6, grad_cos_min=cos, max_recon_error=err)
+    fixed = [row("fixed", 6, (), 0.99, 1e-2), row("fixed", 3, (3,), 0.999, 1e-3), row("fixed", 2, (2, 4), 0.9999, 1e-3)]
+    return fixed + [row("adaptive", *a) for a in adaptive]
+
+
+def test_frontier_counts_each_distinct_layout_once_and_the_text_follows_the_layouts():
+    # six thresholds, one layout: one result, not six
+    same = A.frontier_verdict(_frontier_rows([(t, (1, 3), 0.9999, 1e-4) for t in (1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5)]))
+    assert same["grad_tie"] == 6 and same["recon_win"] == 6                      # per threshold: six times
+    assert len(same["layouts"]) == 1 and same["layout_recon_win"] == 1 and same["layout_grad_tie"] == 1
+    text = A.frontier_line("reveuler_rev", same)
+    assert "all 6 thresholds chose the same layout (1, 3)" in text and "that one layout beat" not in text
+    assert "that one layout tied with fixed spacing (2, 4) at equal memory on gradient error and beat it" in text
+    assert "win 6" not in text and "of 6" not in text
+    # the same thresholds choosing different layouts, one of which loses and one that is fixed spacing itself
+    split = A.frontier_verdict(_frontier_rows([(1e-2, (), 0.99, 1e-2), (3e-3, (), 0.99, 1e-2),
+                                               (1e-3, (1,), 0.99, 1e-2), (3e-4, (1, 3), 0.9999, 1e-4)]))
+    assert [lay["keep"] for lay in split["layouts"]] == [(), (1,), (1, 3)]
+    assert split["layouts"][0]["same_as_fixed"] and split["layouts"][0]["tau_warns"] == [1e-2, 3e-3]
+    text = A.frontier_line("midpoint_rev", split)
+    assert "the 4 thresholds chose 3 distinct layouts" in text and "same layout" not in text
+    assert "() (tau_warn 1e-02, 3e-03) is the fixed-spacing layout at its memory, a tie by construction" in text
+    assert "(1,) (tau_warn 1e-03) lost to fixed spacing (3,)" in text
+    assert "Counted once per layout: on gradient error win 0, tie 2, lose 1 of 3" in text
+
+
+def test_speed_line_says_too_noisy_when_the_step_ranges_overlap():
+    run = lambda rate, q1, q3: {"tokens_per_s": rate, "tokens_per_s_q1": q1, "tokens_per_s_q3": q3,  # noqa: E731
+                                "probe_overhead": 0.1}
+    f64 = fxp = run(900, 850, 950)
+    noisy = A.speed_line(run(1000, 800, 1200), run(1100, 900, 1300), f64, fxp)
+    assert "too noisy to tell on this machine" in noisy and "9.1% gap" in noisy
+    apart = A.speed_line(run(1000, 950, 1050), run(1500, 1400, 1600), f64, fxp)
+    assert "too noisy" not in apart and "adaptive ran 33.3% slower here" in apart
+
+
+def test_threshold_line_says_when_the_calibration_missed_the_target():
+    pol = lambda tau: A.AdaptivePolicy(tau, tau / 10, max_span=6)  # noqa: E731
+    met = A.findings._threshold_line({"a": pol(3e-3), "b": pol(3e-3)}, {"a": 0.9995, "b": 0.9999}, 0.999)
+    assert met.startswith("* One threshold, tau_warn = 0.003, met the cosine target for both trunks")
+    missed = A.findings._threshold_line({"a": pol(3e-3), "b": pol(3e-3)}, {"a": 0.99, "b": 0.9999}, 0.999)
+    assert "ran out of rounds" in missed and "for a (worst cosine 0.990000)" in missed and "met the" not in missed
+    differ = A.findings._threshold_line({"a": pol(3e-3), "b": pol(1e-3)}, {"a": 0.9995, "b": 0.9999}, 0.999)
+    assert "not universal" in differ
+
+
 # --- sizes and the notebook's exercises ------------------------------------------------------------------------------
 
 def test_chapter_model_takes_h_from_the_trunk_spec():

@@ -90,7 +90,8 @@ def _pct(x: float) -> str:
 
 
 def _layout_lines(sizes: ChapterSizes, layouts: Mapping[str, Mapping[str, dict]], gains: Mapping[str, float],
-                  calibrated: Mapping[str, AdaptivePolicy], verdicts: Mapping[str, dict]) -> list[str]:
+                  calibrated: Mapping[str, AdaptivePolicy], verdicts: Mapping[str, dict],
+                  target_cos: float) -> list[str]:
     lines = []
     for trunk, rep in layouts.items():
         none, ada, fix = rep["none"], rep["adaptive"], rep["fixed"]
@@ -101,21 +102,77 @@ def _layout_lines(sizes: ChapterSizes, layouts: Mapping[str, Mapping[str, dict]]
                      f"{list(ada['keep'])} ({ada['kept_bytes']:,} bytes on the probe) and reaches "
                      f"{ada['grad_cos_min']:.6f}; fixed spacing with the same memory ({list(fix['keep'])}) reaches "
                      f"{fix['grad_cos_min']:.6f}.")
-    for trunk, v in verdicts.items():
-        lines.append(f"* Fidelity against memory, {trunk}: against fixed spacing at equal memory the adaptive layouts "
-                     f"win {v['grad_win']}, tie {v['grad_tie']}, lose {v['grad_loss']} of {len(v['points'])} on "
-                     f"gradient error, and win {v['recon_win']}, tie {v['recon_tie']}, lose {v['recon_loss']} on the "
-                     f"worst rebuilt-state error.")
-    taus = {t: p.tau_warn for t, p in calibrated.items()}
-    if len(set(taus.values())) > 1:
-        lines.append("* The threshold is not universal: meeting the cosine target took tau_warn = "
-                     + ", ".join(f"{v:.2g} for {t}" for t, v in taus.items())
-                     + ". The same defect means a different gradient error for a different integrator; the periodic "
-                     "fidelity check is what calibrates the signal.")
-    else:
-        lines.append(f"* One threshold, tau_warn = {next(iter(taus.values())):.2g}, met the cosine target for both "
-                     "trunks here; the fidelity check is still what tells you so.")
+    lines += [frontier_line(trunk, v) for trunk, v in verdicts.items()]
+    lines.append(_threshold_line(calibrated, {t: rep["adaptive"]["grad_cos_min"] for t, rep in layouts.items()},
+                                 target_cos))
     return lines
+
+
+_OUTCOME = {"win": "beat", "tie": "tied with", "loss": "lost to"}
+
+
+def _taus(taus: Sequence[float]) -> str:
+    return ", ".join(f"{t:.0e}" for t in sorted(taus, reverse=True))
+
+
+def frontier_line(trunk: str, v: dict) -> str:
+    """One takeaway on `frontier_verdict` for a trunk, counted once per distinct layout the thresholds chose (a
+    layout several thresholds settle on is one result, not several), and saying when a layout *is* the fixed one."""
+    lays, n_taus = v["layouts"], len(v["points"])
+    head = (f"all {n_taus} thresholds chose the same layout {lays[0]['keep']}" if len(lays) == 1 else
+            f"the {n_taus} thresholds chose {len(lays)} distinct layouts")
+    parts = []
+    for lay in lays:
+        who = (f"that one layout" if len(lays) == 1 else
+               f"{lay['keep']} (tau_warn {_taus(lay['tau_warns'])})")
+        if lay["same_as_fixed"]:
+            parts.append(f"{who} is the fixed-spacing layout at its memory, a tie by construction")
+        else:
+            parts.append(f"{who} {_OUTCOME[lay['grad']]} fixed spacing {lay['fixed_keep']} at equal memory on "
+                         f"gradient error and {_OUTCOME[lay['recon']]} it on the worst rebuilt-state error")
+    counts = ""
+    if len(lays) > 1:
+        counts = (f" Counted once per layout: on gradient error win {v['layout_grad_win']}, tie "
+                  f"{v['layout_grad_tie']}, lose {v['layout_grad_loss']} of {len(lays)}; on the worst rebuilt-state "
+                  f"error win {v['layout_recon_win']}, tie {v['layout_recon_tie']}, lose {v['layout_recon_loss']}.")
+    return f"* Fidelity against memory, {trunk}: {head}; " + "; ".join(parts) + "." + counts
+
+
+def _threshold_line(calibrated: Mapping[str, AdaptivePolicy], cos_min: Mapping[str, float], target_cos: float) -> str:
+    """Whether one threshold served every trunk, and whether the calibrated thresholds met the cosine target."""
+    taus = {t: p.tau_warn for t, p in calibrated.items()}
+    missed = [t for t, c in cos_min.items() if c < target_cos]
+    if missed:
+        return (f"* Calibration ran out of rounds before the cosine target {target_cos} was met for "
+                f"{', '.join(missed)} (worst cosine " + ", ".join(f"{cos_min[t]:.6f}" for t in missed)
+                + "): the defect threshold alone did not reach the target there.")
+    if len(set(taus.values())) > 1:
+        return ("* The threshold is not universal: meeting the cosine target took tau_warn = "
+                + ", ".join(f"{v:.2g} for {t}" for t, v in taus.items())
+                + ". The same defect means a different gradient error for a different integrator; the periodic "
+                "fidelity check is what calibrates the signal.")
+    return (f"* One threshold, tau_warn = {next(iter(taus.values())):.2g}, met the cosine target for "
+            f"{'both trunks' if len(taus) == 2 else 'every trunk'} here; the fidelity check is what tells you so.")
+
+
+def _rate(s: Mapping) -> str:
+    q = (f" (steps {s['tokens_per_s_q1']:.0f}..{s['tokens_per_s_q3']:.0f})" if "tokens_per_s_q1" in s else "")
+    return f"{s['tokens_per_s']:.0f}{q}"
+
+
+def speed_line(a: Mapping, f: Mapping, f64: Mapping, fxp: Mapping) -> str:
+    """The speed takeaway: tokens/s of each variant with the interquartile range of its steps, and whether the
+    adaptive/fixed gap clears that spread (their step ranges do not overlap) or is too noisy to tell."""
+    gap = a["tokens_per_s"] / f["tokens_per_s"] - 1
+    apart = "tokens_per_s_q1" in a and (a["tokens_per_s_q1"] > f["tokens_per_s_q3"]
+                                        or f["tokens_per_s_q1"] > a["tokens_per_s_q3"])
+    judged = (f"their step ranges do not overlap, so adaptive ran {_pct(abs(gap))} "
+              f"{'faster' if gap > 0 else 'slower'} here, though both do the same trunk arithmetic per step"
+              if apart else f"their step ranges overlap: the {_pct(abs(gap))} gap is too noisy to tell on this machine")
+    return (f"* Speed (tokens/s, interquartile range of the steps in brackets): adaptive {_rate(a)}, fixed spacing "
+            f"{_rate(f)}, fp64 stream {_rate(f64)}, fixed-point stream {_rate(fxp)}. Adaptive against fixed: "
+            f"{judged}; the adaptive policy's probes cost {_pct(a['probe_overhead'])} of step time on top (fixed "
+            f"spacing needs none).")
 
 
 def _training_lines(sizes: ChapterSizes, summaries: Sequence[dict], run_logs: Mapping[str, Sequence[dict]],
@@ -136,11 +193,7 @@ def _training_lines(sizes: ChapterSizes, summaries: Sequence[dict], run_logs: Ma
         f"{f['val_loss']:.3f}, adaptive {a['val_loss']:.3f}, nothing kept {none['val_loss']:.3f}. The two exact "
         f"streams alone differ by {noise:.3f} and all five span {spread:.3f}: in a run this short, loss does not "
         f"rank the methods (see the caution above); the gradient cosines do.",
-        f"* Speed: fp32 streams ran at {a['tokens_per_s']:.0f} (adaptive) and {f['tokens_per_s']:.0f} (fixed) "
-        f"tokens/s, the fp64 stream at {f64['tokens_per_s']:.0f} and the fixed-point stream at "
-        f"{fxp['tokens_per_s']:.0f}. Adaptive and fixed spacing do the same arithmetic per step, so their "
-        f"{_pct(abs(verdict['speed_ratio'] - 1))} gap is timing noise on this machine; the adaptive policy's probes "
-        f"cost {_pct(a['probe_overhead'])} of step time on top (fixed spacing needs none)."]
+        speed_line(a, f, f64, fxp)]
     if verdict["adaptive_beats_fixed"]:
         why = "it kept fewer states" if verdict["fewer_kept_states"] else "its gradients were closer to the reference"
         if verdict["fewer_kept_states"] and verdict["better_fidelity"]:
@@ -169,9 +222,9 @@ def takeaways(sizes: ChapterSizes, layouts: Mapping[str, Mapping[str, dict]], ga
               run_logs: Mapping[str, Sequence[dict]], budget_states: int, target_cos: float) -> str:
     """The notebook's closing Markdown, every number taken from its measurements: the layouts per trunk
     (`layout_report` of none / fixed / adaptive), the frontier verdicts, and the training comparison."""
-    lines = ["## Takeaways", "", *_layout_lines(sizes, layouts, gains, calibrated, verdicts),
+    lines = ["## Takeaways", "", *_layout_lines(sizes, layouts, gains, calibrated, verdicts, target_cos),
              *_training_lines(sizes, summaries, run_logs, budget_states, target_cos)]
-    where = [t for t, v in verdicts.items() if v["grad_win"] + v["recon_win"]]
+    where = [t for t, v in verdicts.items() if v["layout_grad_win"] + v["layout_recon_win"]]
     if where:
         lines.append("* Where it does win: placement at equal memory on fixed weights (" + ", ".join(where) + "). "
                      "When the defect is concentrated in a few spans, halving where it is large puts the kept states "

@@ -142,7 +142,25 @@ def frontier_verdict(rows: Sequence[dict], margin: float = 1.5, floor: float = 1
                        "grad": outcome(grad_error(r["grad_cos_min"], floor), grad_error(rival["grad_cos_min"], floor)),
                        "recon": outcome(r["max_recon_error"], rival["max_recon_error"])})
     counts = {f"{m}_{k}": sum(p[m] == k for p in points) for m in ("grad", "recon") for k in ("win", "tie", "loss")}
-    return {"points": points, **counts}
+    layouts = distinct_layouts(points)
+    layout_counts = {f"layout_{m}_{k}": sum(lay[m] == k for lay in layouts)
+                     for m in ("grad", "recon") for k in ("win", "tie", "loss")}
+    return {"points": points, **counts, "layouts": layouts, **layout_counts}
+
+
+def distinct_layouts(points: Sequence[dict]) -> list[dict]:
+    """The adaptive points of `frontier_verdict` grouped by the layout they settled on, in order of appearance.
+    Several thresholds often settle on one layout; counted per threshold, that one result would count as many
+    times as there are thresholds. Each layout carries its thresholds, its equal-memory rival and the outcomes
+    (the same for every threshold that chose it), and `same_as_fixed`: the rival is the same layout, so it ties by
+    construction."""
+    groups: dict[tuple, dict] = {}
+    for p in points:
+        lay = groups.setdefault(p["keep"], {"keep": p["keep"], "n_kept": p["n_kept"], "fixed_keep": p["fixed_keep"],
+                                            "tau_warns": [], "grad": p["grad"], "recon": p["recon"],
+                                            "same_as_fixed": p["keep"] == p["fixed_keep"]})
+        lay["tau_warns"].append(p["tau_warn"])
+    return list(groups.values())
 
 
 def calibrate(model: GPT, idx: Tensor, targets: Tensor, target: float = 0.999, tau_warn: float = 3e-3,
