@@ -204,3 +204,59 @@ def test_rebuilt_states_drift_most_at_the_small_start_and_the_local_check_misses
     drift = L.rebuild_drift(model, x, 2)
     assert drift[-1] < 1e-5 and drift[1] > 1e3 * drift[-1]  # float32: the early states are rebuilt worst
     assert L.gradient_fidelity(model, x, y, 2, 16, math.inf)["local_defect"] < 1e-5  # yet the forward check passes
+
+
+# --- exercise 09b.3 and the takeaways: text computed from the measurement --------------------------------------------
+
+def _ckpt(err_all: float, err_first: float, local: float = 1e-6, drift1: float = 1e-2, peaks=(200_000, 100_000)):
+    row = {"rank": 2, "spacing": 16, "grad_err_all_kept": err_all, "grad_err_first_kept": err_first,
+           "checkpoint_effect": abs(err_first - err_all), "local_check": local, "drift_one_back": 1e-7,
+           "drift_at_step_1": drift1}
+    return {"rows": [row], "peaks": {"rank": 2, "spacing": 16, "all_kept": peaks[0], "first_kept": peaks[1]}}
+
+
+def test_checkpoint_verdict_follows_the_measurement():
+    same = L.checkpoint_verdict(_ckpt(0.5504, 0.5504))       # the rank's error swamps the checkpoints
+    assert "no accuracy worth the name" in same and "bought accuracy" not in same
+    assert "200 kB with every state kept and 100 kB with the first only: keeping states costs memory" in same
+    assert "does not see the drift" in same
+    bought = L.checkpoint_verdict(_ckpt(0.10, 0.30))        # checkpoints cut the error
+    assert "checkpoints bought accuracy here: the error falls by 0.2" in bought and "no accuracy" not in bought
+    worse = L.checkpoint_verdict(_ckpt(0.30, 0.10, local=1e-2, drift1=1e-2, peaks=(100_000, 100_000)))
+    assert "made the gradient worse here: the error rises by 0.2" in worse
+    assert "it sees the drift" in worse and "cost no measurable memory" in worse
+
+
+def test_checkpoint_measurement_on_a_tiny_model():
+    model = L.MatrixODE(4, 1000, layers=2)
+    x, y = L.make_digits(4, 1000, side=3)
+    m = L.checkpoint_measurement(model, x, y, (2, 4))
+    full = m["rows"][1]
+    assert full["grad_err_all_kept"] < 1e-3 and full["grad_err_first_kept"] < 1e-3  # full rank: the dense gradient
+    assert m["peaks"]["all_kept"] > m["peaks"]["first_kept"] and m["peaks"]["spacing"] == 9
+    assert "Rank 2:" in L.checkpoint_verdict(m) and "Rank 4:" in L.checkpoint_verdict(m)
+
+
+def test_takeaways_say_when_the_fixed_arm_was_the_dense_model():
+    v = {"seeds": 4, "wins": 0, "losses": 4, "p": 0.125, "peak_ratio": 1.0, "peak_ratio_max": 1.1, "rank_c": 5.5,
+         "rank_f": 8.0, "rank_start": 5.0, "rank_spec": 6.0, "kept_c": 3.0, "kept_f": 2.0, "reloads": 0,
+         "cos_c": 0.9, "cos_f": 1.0, **{f"{k}_{x}": 0 for k in ("acc", "loss", "var") for x in ("wins", "losses")},
+         **{f"{k}_{x}": 0.5 for k in ("acc", "loss", "var") for x in ("p", "c", "f")}}
+    th = {"tau_rank": 0.1, "tau_grad": 1e-5}
+    dense_sz = dataclasses.replace(L.chapter_sizes("cpu"), m=8, max_rank=0)
+    text = L.takeaways(1.0, 1e-15, 3.0, th, v, v, 10.0, sz=dense_sz, checkpoints=_ckpt(0.55, 0.55))
+    assert "the fixed arm was the dense model, so on gradient error the comparison was decided by construction" in text
+    assert "fired 0 time(s)" in text and "does not see an ill-conditioned reverse" in text
+    short = L.takeaways(1.0, 1e-15, 3.0, th, {**v, "rank_f": 6.0}, v, 10.0,
+                        sz=dataclasses.replace(dense_sz, max_rank=6), checkpoints=_ckpt(0.55, 0.55, local=1e-2))
+    assert "neither arm was the dense model, so either could win" in short and "decided by construction" not in short
+    assert "it saw the drift" in short
+    assert "fixed arm ran at rank" not in L.takeaways(1.0, 1e-15, 3.0, th, v, v, 10.0)   # without sizes: not claimed
+
+
+def test_no_profile_lets_an_arm_be_the_dense_model():
+    from rev.engine.profiles import PROFILES
+
+    for name in PROFILES:
+        sz = L.chapter_sizes(name)
+        assert sz.rank_cap < sz.m, (name, sz.rank_cap, sz.m)     # else the fixed arm could be the dense model

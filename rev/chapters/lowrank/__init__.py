@@ -8,12 +8,13 @@ projector splitting, rank enrichment, and a controller compared with fixed rank 
 * `training`    one arm trained with gradients through the reverse map (fixed, or the controller deciding);
 * `compare`     thresholds calibrated on held-out seeds; controller vs fixed at equal measured peak memory over
                 paired seeds, figure, takeaways;
-* `exercises`   the checks of exercises 09b.1 and 09b.2.
+* `exercises`   the checks of exercises 09b.1 and 09b.2, and the measurement and verdict of 09b.3.
 """
 from .compare import (CALIB_OFFSET, COS_SLACK, PUBLISHED, TAU_SVD, calibrate, comparison_figure, compare,
                       paired_sign_flip, summary_table, takeaways, verdict, verdict_table)
 from .controller import RankController, enrichment_trace, forward_keep, kept_steps, reversal_gradients
-from .exercises import check_projection, check_reverse_order
+from .exercises import (CHECKPOINT_SHARE, check_projection, check_reverse_order, checkpoint_measurement,
+                        checkpoint_verdict)
 from .sizes import LowRankSizes, SIZES, chapter_sizes
 from .experiment import (MatrixODE, gradient_fidelity, make_digits, new_model, rebuild_drift,
                          step_peak_bytes)
@@ -24,7 +25,8 @@ from .training import seed_data, train_arm
 
 __all__ = ["CALIB_OFFSET", "COS_SLACK", "PUBLISHED", "TAU_SVD", "calibrate", "comparison_figure", "compare", "paired_sign_flip",
            "summary_table", "takeaways", "verdict", "verdict_table", "RankController", "enrichment_trace", "forward_keep",
-           "kept_steps", "reversal_gradients", "check_projection", "check_reverse_order", "LowRankSizes",
+           "kept_steps", "reversal_gradients", "check_projection", "check_reverse_order", "CHECKPOINT_SHARE",
+           "checkpoint_measurement", "checkpoint_verdict", "LowRankSizes",
            "MatrixODE", "gradient_fidelity", "make_digits", "new_model", "rebuild_drift", "chapter_sizes", "SIZES", "step_peak_bytes", "LowRank", "affine_flow",
            "defect", "dense_step", "enrich", "field", "from_dense", "initial_state", "k_substep", "ksl_step",
            "l_substep", "reverse_step", "rho", "roundtrip_defect", "s_substep", "tangent_residual", "seed_data",

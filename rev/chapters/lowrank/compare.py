@@ -226,12 +226,39 @@ def _verdict_line(name: str, v: dict) -> str:
             f"vs {v['loss_f']:.3f} (p = {v['loss_p']:.3f}).")
 
 
+def _local_check_line(th: dict, v: dict, checkpoints: dict | None) -> str:
+    """The tau_grad takeaway: how often the local forward check fired, and (from exercise 09b.3's measurement)
+    whether it sees the drift of the rebuilt early states."""
+    head = (f"* Thresholds from held-out seeds: tau_rank = {th['tau_rank']:.2g}, tau_grad = {th['tau_grad']:.1e}. "
+            f"The local forward check behind tau_grad fired {v['reloads']} time(s) in training.")
+    if checkpoints is None:
+        return head
+    r = checkpoints["rows"][0]
+    sees = r["local_check"] >= 0.1 * r["drift_at_step_1"]
+    return (head + f" In exercise 09b.3 (rank {r['rank']}) it read {r['local_check']:.1e} while the state rebuilt at "
+            f"step 1 was off by {r['drift_at_step_1']:.0e}: "
+            + ("it saw the drift of the rebuilt early states." if sees else
+               "a forward-consistency check does not see an ill-conditioned reverse, and delta, a rank signal, "
+               "does not say where checkpoints are needed either."))
+
+
+def _rank_room_line(v: dict, sz: LowRankSizes) -> str:
+    """Whether the equal-memory comparison could go either way: a fixed arm at full rank computes the dense
+    gradient, so it cannot lose on gradient error."""
+    dense = v["rank_f"] >= sz.m
+    return (f"* The fixed arm ran at rank {v['rank_f']:.0f} and the controller at {v['rank_c']:.1f} on average, of at "
+            f"most {sz.rank_cap} on a {sz.m} x {sz.m} state: "
+            + ("the fixed arm was the dense model, so on gradient error the comparison was decided by construction."
+               if dense else "neither arm was the dense model, so either could win on gradient error."))
+
+
 def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dict, v: dict, v_rank: dict,
-              seconds: float) -> str:
+              seconds: float, sz: LowRankSizes | None = None, checkpoints: dict | None = None) -> str:
     """The chapter's takeaways, every number computed by the notebook (`v`: the full controller's verdict,
-    `v_rank`: the controller with its spacing rules switched off; `seconds`: what the comparisons took)."""
+    `v_rank`: the controller with its spacing rules switched off; `seconds`: what the comparisons took; `sz`: the
+    sizes run; `checkpoints`: exercise 09b.3's `checkpoint_measurement`)."""
     big = chapter_sizes("t4")
-    return "\n".join([
+    lines = [
         "**Takeaways**", "",
         f"* The projector-splitting step with exact substep flows is inverted by its own reverse map at any rank, "
         f"so that round trip says nothing about the rank; against the dense reverse it is at roundoff only at "
@@ -243,13 +270,14 @@ def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dic
         "small right after) and a small rho means the rank is too high; the corrected rule waits for the new "
         f"direction to fill (here, before training, the two reached mean ranks {v['rank_start']:.1f} and "
         f"{v['rank_spec']:.1f}).",
-        f"* Thresholds from held-out seeds: tau_rank = {th['tau_rank']:.2g}, tau_grad = {th['tau_grad']:.1e}. "
-        f"The local forward check behind tau_grad never fired ({v['reloads']} reloads), yet in float32 the reverse "
-        f"walk rebuilds small early states badly at low rank (exercise 09b.3): a forward-consistency check cannot "
-        f"see an ill-conditioned reverse, and delta, a rank signal, does not say where checkpoints are needed.",
+        _local_check_line(th, v, checkpoints),
         _verdict_line("The controller as specified (spacing and rank rules)", v),
-        _verdict_line("The rank rules alone (spacing left at C)", v_rank),
+        _verdict_line("The rank rules alone (spacing left at C)", v_rank)]
+    if sz is not None:
+        lines.append(_rank_room_line(v, sz))
+    lines += [
         f"* Published: {PUBLISHED}.",
-        f"* Training both comparisons, every arm and seed, took {seconds:.0f} s here. Where the state is small the "
-        f"memory the controller spends buys the fixed arm (nearly) full rank; the t4 profile runs the same code at "
-        f"rank up to {big.rank_cap} (of a {big.m} x {big.m} state) on {big.side ** 2}-step sequences, spacings {', '.join(map(str, big.spacings))}."])
+        f"* Training both comparisons, every arm and seed, took {seconds:.0f} s here. The t4 profile runs the same "
+        f"code at rank up to {big.rank_cap} (of a {big.m} x {big.m} state) on {big.side ** 2}-step sequences, "
+        f"spacings {', '.join(map(str, big.spacings))}."]
+    return "\n".join(lines)

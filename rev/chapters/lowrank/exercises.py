@@ -1,5 +1,6 @@
 """Notebook 09b (adaptive rank): the checks of exercises 09b.1 (the tangent projection) and 09b.2 (break the
-reverse order). Each builds its own small float64 problem and runs in well under a second."""
+reverse order), each on its own small float64 problem in well under a second; and the measurement of exercise
+09b.3 (what checkpoints buy) with the verdict computed from it."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,13 @@ from typing import Callable
 
 import torch
 
-from .splitting import LowRank, field, from_dense, ksl_step, tangent_residual
+from .experiment import MatrixODE, rebuild_drift, step_peak_bytes
+from .controller import reversal_gradients
+from .splitting import LowRank, field, from_dense, initial_state, ksl_step, tangent_residual
+
+# exercise 09b.3: checkpoints buy gradient accuracy only where they move the gradient by more than this share of
+# the rank's own error against the dense gradient (below it, the rank decides the gradient, not the checkpoints)
+CHECKPOINT_SHARE = 0.01
 
 
 def _problem(m: int = 10, rank: int = 3):
@@ -50,3 +57,64 @@ def check_reverse_order(bad_reverse: Callable) -> str:
     assert low_miss > 1e-6, (f"at rank 3 your map misses by only {low_miss:.2g}: did you keep the reverse order "
                              f"L, S, K? Apply K first, then S, then L, each with -h")
     return f"forward-order reverse: misses by {full_miss:.1e} at full rank, {low_miss:.1e} at rank 3"
+
+
+def _reversal_gradient(model: MatrixODE, x: torch.Tensor, y: torch.Tensor, rank: int, spacing: int) -> dict:
+    st0 = initial_state(x.shape[0], model.m, model.m, rank, model.alpha)
+    out = reversal_gradients(st0, x, model.A, model.C, model.h, spacing, math.inf, model.loss_fn(y),
+                             list(model.head.parameters()))
+    flat = torch.cat([t.flatten() for t in [out["dA"], out["dC"], *out["d_head"]]]).double()
+    return {"grad": flat, "local_defect": out["local_defect"]}
+
+
+def checkpoint_measurement(model: MatrixODE, x: torch.Tensor, y: torch.Tensor, ranks) -> dict:
+    """Exercise 09b.3: per rank (`rows`), the reversal gradient with every state kept (spacing 1) and with only the
+    first (spacing T): each one's relative error against the dense gradient, how far the checkpoints move the
+    gradient (|g_T - g_1| / |g_1|), the local forward check the backward makes, and the rebuilt-state drift
+    without checkpoints (one step back and at step 1); and (`peaks`) the measured peak of both layouts at the first
+    rank (a peak runs a whole gradient under the profiler: once per layout is enough to see the memory)."""
+    T, rows = x.shape[1], []
+    for r in ranks:
+        dense = model.dense_gradients(x, y, r).double()
+        g = {s: _reversal_gradient(model, x, y, r, s) for s in (1, T)}
+        err = {s: float((g[s]["grad"] - dense).norm() / dense.norm()) for s in (1, T)}
+        drift = rebuild_drift(model, x, r)
+        rows.append({"rank": r, "spacing": T, "grad_err_all_kept": err[1], "grad_err_first_kept": err[T],
+                     "checkpoint_effect": float((g[T]["grad"] - g[1]["grad"]).norm() / g[1]["grad"].norm()),
+                     "local_check": g[T]["local_defect"], "drift_one_back": drift[-1], "drift_at_step_1": drift[1]})
+    r0 = rows[0]["rank"]
+    peaks = {"rank": r0, "spacing": T, "all_kept": step_peak_bytes(model, x, y, r0, 1, math.inf),
+             "first_kept": step_peak_bytes(model, x, y, r0, T, math.inf)}
+    return {"rows": rows, "peaks": peaks}
+
+
+def _gradient_words(r: dict, share: float) -> str:
+    """Did the checkpoints buy gradient accuracy at this rank? Only where keeping every state lowers the error
+    against the dense gradient by more than `share` of it; a change under that is the rank's error, not theirs."""
+    gain = r["grad_err_first_kept"] - r["grad_err_all_kept"]
+    if abs(gain) <= share * r["grad_err_all_kept"]:
+        return (f"no accuracy worth the name: the error changed by {gain:.1e}, under {share:.0%} of the rank's own "
+                f"error, so the rank decides the gradient, not the checkpoints")
+    if gain > 0:
+        return f"checkpoints bought accuracy here: the error falls by {gain:.2g} when every state is kept"
+    return f"keeping every state made the gradient worse here: the error rises by {-gain:.2g}"
+
+
+def checkpoint_verdict(measured: dict, share: float = CHECKPOINT_SHARE) -> str:
+    """What the checkpoints bought in `checkpoint_measurement`'s result, as Markdown bullets, every claim from the
+    numbers: the peak, the gradient at each rank (against the rank's own error), and whether the local check saw
+    the drift of the rebuilt early states."""
+    pk = measured["peaks"]
+    grows = pk["all_kept"] > pk["first_kept"]
+    lines = [f"* Memory: at rank {pk['rank']} the measured peak is {pk['all_kept'] / 1e3:.0f} kB with every state "
+             f"kept and {pk['first_kept'] / 1e3:.0f} kB with the first only: "
+             + ("keeping states costs memory." if grows else "keeping states cost no measurable memory here.")]
+    for r in measured["rows"]:
+        sees = r["local_check"] >= 0.1 * r["drift_at_step_1"]
+        lines.append(
+            f"* Rank {r['rank']}: error against the dense gradient {r['grad_err_all_kept']:.4g} with every state kept, "
+            f"{r['grad_err_first_kept']:.4g} with the first only (the checkpoints move the gradient by "
+            f"{r['checkpoint_effect']:.1e} of its norm): {_gradient_words(r, share)}. The local check read "
+            f"{r['local_check']:.1e} while the state rebuilt at step 1 is off by {r['drift_at_step_1']:.0e}: it "
+            f"{'sees' if sees else 'does not see'} the drift.")
+    return "\n".join(lines)

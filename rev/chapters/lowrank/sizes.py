@@ -39,12 +39,13 @@ class LowRankSizes:
 
 
 SIZES: dict[str, LowRankSizes] = {
-    "smoke": LowRankSizes(m=6, batch=4, side=3, seeds=2, rank0=2, spacings=(4,), rounds=4, calib_seeds=1, rank_step=1,
-                          layers=3, train_steps=4, lr=3e-2, probe_every=2, fidelity_every=2, test_size=64),
-    "cpu": LowRankSizes(m=8, batch=8, side=4, seeds=8, rank0=2, spacings=(8,), rounds=6, calib_seeds=3, rank_step=1,
-                        layers=6, train_steps=16, lr=3e-2, probe_every=4, fidelity_every=5, test_size=256),
-    # at m = 32 the largest rank is the dense state itself (the controller reached it on every seed and no
-    # fixed arm could match its memory): the state is wider than the largest rank
+    # every profile caps the rank below m: at full rank the low-rank model is the dense one, and a fixed arm there
+    # computes the dense gradient, so the equal-memory comparison would be decided by construction (at m = 32 on t4,
+    # and at m = 8 on cpu, the controller's checkpoints bought the fixed arm exactly that)
+    "smoke": LowRankSizes(m=6, max_rank=5, batch=4, side=3, seeds=2, rank0=2, spacings=(4,), rounds=4, calib_seeds=1,
+                          rank_step=1, layers=3, train_steps=4, lr=3e-2, probe_every=2, fidelity_every=2, test_size=64),
+    "cpu": LowRankSizes(m=8, max_rank=6, batch=8, side=4, seeds=8, rank0=2, spacings=(8,), rounds=6, calib_seeds=3,
+                        rank_step=1, layers=6, train_steps=16, lr=3e-2, probe_every=4, fidelity_every=5, test_size=256),
     "t4": LowRankSizes(m=48, max_rank=32, batch=16, side=8, seeds=8, rank0=5, spacings=(4, 8, 16), rounds=8,
                        calib_seeds=3, rank_step=4, layers=6, train_steps=20, lr=1e-2, probe_every=5, fidelity_every=5,
                        test_size=512),
