@@ -532,3 +532,75 @@ def test_corruption_check_needs_exactly_one_flipped_byte():
     assert "byte 0: marker" in line and "checksum" in line
     with pytest.raises(AssertionError, match="exactly the byte"):
         T.check_corruption_refused(lambda path, offset: flip(path, offset + 1))
+
+
+# --- what sets a trace's size, and takeaways computed from the run ----------------------------------------------
+
+def test_size_breakdown_adds_up_to_the_trace_and_names_every_array(tiny_run):
+    *_, trace, history, _, cfg = tiny_run
+    rows = {r["array"]: r for r in T.size_breakdown(trace)}
+    n = trace.header["fingerprint"]["n_params"]
+    assert {"weights: float difference", "optimizer state: exp_avg", "optimizer state: exp_avg_sq"} <= set(rows)
+    assert rows["weights: float difference"]["elements per step"] == n               # every weight, every step
+    assert rows["weights: float difference"]["raw bytes / element"] == 4              # float32
+    storage = T.storage_report(trace)
+    assert sum(r["kept bytes / step"] for r in rows.values()) == pytest.approx(storage["total_compressed_per_step"])
+    assert sum(r["raw bytes / step"] for r in rows.values()) == pytest.approx(storage["total_raw_per_step"])
+
+
+def test_trace_sizes_keep_a_laptop_trace_small_and_the_chapter_model_is_reused_only_at_its_geometry(tmp_path):
+    import json
+
+    from rev.engine.profiles import get_profile
+
+    cpu = T.model_profile("cpu")
+    assert (cpu.d_model, cpu.n_layer) != (get_profile("cpu").d_model, get_profile("cpu").n_layer)
+    assert T.model_profile("smoke") == get_profile("smoke")                            # the profile's own model
+    folder = tmp_path / "cpu" / "run1_baseline"
+    folder.mkdir(parents=True)
+    model = {"trunk": "residual", "stream": "fp32", "d_model": 128, "n_layer": 6}
+    (folder / "config.json").write_text(json.dumps({"model": model}))
+    (folder / "ckpt.pt").write_bytes(b"")
+    (folder / "summary.json").write_text("{}")
+    assert T.find_checkpoint(tmp_path, "cpu") is not None                               # any geometry
+    assert T.find_checkpoint(tmp_path, "cpu", {"d_model": cpu.d_model, "n_layer": cpu.n_layer}) is None
+    assert T.find_checkpoint(tmp_path, "cpu", {"d_model": 128, "n_layer": 6}).endswith("run1_baseline")
+
+
+def _assessment(score: float, exact: bool, n_wrong: int = 0, **passed):
+    from types import SimpleNamespace
+
+    checks = {"complete": True, "lr recoverable": True, "updates bounded": True, **{k.replace("_", " "): v
+                                                                                   for k, v in passed.items()}}
+    return SimpleNamespace(score=SimpleNamespace(score=score, exact=exact, n_wrong=n_wrong), passed=checks,
+                           irreversible=score < T.DEFAULT_SCORE_THRESHOLD)
+
+
+def _scenarios(lr_exact: bool = True, lr_caught: bool = True, huge_caught: bool = True, huge_wrong: int = 900,
+               huge_bf16: float = 0.99):
+    def sc(name, exact, bf16, f32):
+        return {"scenario": name, "exact": exact, "bf16diff": bf16, "f32diff": f32}
+
+    return [sc("intact", _assessment(1.0, True), _assessment(0.999, False), _assessment(0.9, False, n_wrong=100)),
+            sc("pruned", _assessment(0.8, False, complete=False), _assessment(0.8, False), _assessment(0.8, False)),
+            sc("lr changed", _assessment(1.0 if lr_exact else 0.97, lr_exact, lr_recoverable=not lr_caught),
+               _assessment(0.999, False), _assessment(0.9, False)),
+            sc("huge step", _assessment(1.0, True, lr_recoverable=False, updates_bounded=not huge_caught),
+               _assessment(huge_bf16, False), _assessment(0.5, False, n_wrong=huge_wrong))]
+
+
+def test_takeaways_follow_the_scenarios_they_are_given():
+    storage = {"checkpoint_bytes_per_step": 1200, "n_params": 100, "weights_bytes_per_param_compressed": 3.0,
+               "weights_compression_ratio": 1.3, "total_bytes_per_param_compressed": 9.0, "fraction_of_checkpoint": 0.75}
+    kw = dict(logp_before=-30.0, logp_after=-3.0, rate_before=0.0, rate_after=0.5, steps=10, bit_identical=True,
+              samples_restored=True, storage=storage, prune_every=5, threshold=T.DEFAULT_SCORE_THRESHOLD, seconds=1.0)
+    as_expected = T.takeaways(f32_lost=10, scenarios=_scenarios(), file_bytes=2**20, **kw)
+    assert "left the exact trace exact" in as_expected and "the checks caught both" in as_expected
+    assert "The huge step hurt the cheap traces" in as_expected and "from 100 to 900" in as_expected
+    assert "the corrections that fix them are sparse" in as_expected and "file for 10 steps" in as_expected
+    contrary = T.takeaways(f32_lost=600, scenarios=_scenarios(lr_exact=False, huge_caught=False, huge_wrong=50,
+                                                              huge_bf16=0.9999), **kw)
+    assert "did not leave the exact trace exact" in contrary
+    assert "the lr check caught the changed lr, the update check missed the huge step" in contrary
+    assert "The huge step did not hurt the cheap traces" in contrary and "not sparse here" in contrary
+    assert "file for" not in contrary

@@ -14,7 +14,7 @@ The package, one concern a module, in the order a reader meets them:
 | `recorder` | `TraceRecorder`: the optimizer hooks that write the records |
 | `lossy` | what people keep instead: bf16 / float differences (`degrade_trace`), dropped steps (`prune_trace`) |
 | `assess` | `reversibility_score`, the three checks, `assess` |
-| `storage` | bytes per step against a checkpoint, `compression_ablation` |
+| `storage` | bytes per step against a checkpoint, what sets them (`size_breakdown`), `compression_ablation` |
 | `tracefile` | `save_trace` / `load_trace`: one file, fingerprint and checksum, written atomically |
 | `finetune` | the chapter's prefix fine-tuning with the recorder on, sized per profile |
 | `pretrain` | the pretrained start: a finished residual run reused, or a short one made |
@@ -29,7 +29,7 @@ from .assess import (DEFAULT_SCORE_THRESHOLD, DEFAULT_UPDATE_THRESHOLD, Assessme
                      check_bounded, check_complete, check_lr_schedule, reversibility_score)
 from .codec import Blob, apply_exact, encode_exact, encode_ulp, ulp_distance
 from .exercises import check_adamw_undo, check_corruption_refused
-from .sizes import SIZES, TraceSize, chapter_sizes
+from .sizes import SIZES, TraceSize, chapter_sizes, model_profile
 from .finetune import (DEFAULT_PREFIX, FinetuneConfig, PrefixData, finetune_config,
                        finetune_with_trace, prefix_finetune_tokens, prefix_logprob, prefix_rate, sample_texts)
 from .lossy import degrade_trace, degrade_traces, prune_trace
@@ -38,7 +38,7 @@ from .recorder import TraceRecorder
 from .records import (BF16DIFF, DROPPED, EXACT, F32DIFF, FORMAT, VERSION, StepRecord, Trace, check_model,
                       fingerprint, hash_tensors, locate, weights_hash)
 from .scenarios import rerun_from, scenario, scenario_rows, switch_branch, takeaways
-from .storage import compression_ablation, storage_report
+from .storage import compression_ablation, size_breakdown, storage_report
 from .tracefile import MAGIC, load_trace, save_trace
 from .walk import replay, rollback, walk_back_measuring
 
@@ -49,14 +49,14 @@ __all__ = [
     "Blob", "apply_exact", "encode_exact", "encode_ulp", "ulp_distance",
     "check_adamw_undo", "check_corruption_refused",
     "DEFAULT_PREFIX", "FinetuneConfig", "PrefixData", "TraceSize", "finetune_config", "finetune_with_trace",
-    "prefix_finetune_tokens", "prefix_logprob", "prefix_rate", "sample_texts", "TraceSize", "chapter_sizes", "SIZES",
+    "prefix_finetune_tokens", "prefix_logprob", "prefix_rate", "sample_texts", "TraceSize", "chapter_sizes", "model_profile", "SIZES",
     "degrade_trace", "degrade_traces", "prune_trace",
     "PRETRAIN_RUN", "find_checkpoint", "pretrained_model",
     "TraceRecorder",
     "BF16DIFF", "DROPPED", "EXACT", "F32DIFF", "FORMAT", "VERSION", "StepRecord", "Trace", "check_model",
     "fingerprint", "hash_tensors", "locate", "weights_hash",
     "rerun_from", "scenario", "scenario_rows", "switch_branch", "takeaways",
-    "compression_ablation", "storage_report",
+    "compression_ablation", "size_breakdown", "storage_report",
     "MAGIC", "load_trace", "save_trace",
     "replay", "rollback", "walk_back_measuring",
 ]

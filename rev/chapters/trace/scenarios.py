@@ -78,9 +78,11 @@ def scenario_rows(scenarios: Sequence[dict]) -> list[dict]:
 
 def takeaways(*, logp_before: float, logp_after: float, rate_before: float, rate_after: float, steps: int,
               bit_identical: bool, samples_restored: bool, f32_lost: int, storage: Mapping[str, float],
-              scenarios: Sequence[dict], prune_every: int, threshold: float, seconds: float) -> str:
+              scenarios: Sequence[dict], prune_every: int, threshold: float, seconds: float,
+              file_bytes: int | None = None) -> str:
     """The notebook's closing bullets (Markdown), every number from the run: `storage` is `storage_report`'s,
-    `scenarios` the `scenario` results named intact, pruned, lr changed and huge step."""
+    `scenarios` the `scenario` results named intact, pruned, lr changed and huge step, `file_bytes` the size of
+    the saved trace file."""
     sc = {s["scenario"]: s for s in scenarios}
     pruned, lr_changed, huge, intact = (sc[k] for k in ("pruned", "lr changed", "huge step", "intact"))
     ckpt_bpp = storage["checkpoint_bytes_per_step"] / storage["n_params"]
@@ -89,23 +91,52 @@ def takeaways(*, logp_before: float, logp_after: float, rate_before: float, rate
         f"{rate_after:.0%} of samples opened with it (before: {rate_before:.0%}).",
         f"* Walking the {steps}-step trace back ended on weights that are **bit-identical** to the start: "
         f"{bit_identical}; samples restored: {samples_restored}.",
-        f"* The float difference alone would have restored {f32_lost:,} element-steps wrongly; the corrections "
-        f"that fix them are sparse.",
+        _corrections_line(f32_lost, steps * storage["n_params"]),
         f"* Cost: {storage['weights_bytes_per_param_compressed']:.2f} bytes/parameter/step for the weights "
         f"(compression {storage['weights_compression_ratio']:.2f}x), "
         f"{storage['total_bytes_per_param_compressed']:.2f} with the optimizer state, against "
-        f"{ckpt_bpp:.2f} for a full checkpoint per step ({storage['fraction_of_checkpoint']:.0%} of it).",
+        f"{ckpt_bpp:.2f} for a full checkpoint per step ({storage['fraction_of_checkpoint']:.0%} of it)"
+        + (f"; the file for {steps} steps of {storage['n_params']:,} parameters: {file_bytes / 2**20:.1f} MiB, "
+           f"steps x parameters x bytes per parameter per step." if file_bytes is not None else "."),
         f"* Dropping every {prune_every}th step left {1 - pruned['exact'].score.score:.0%} of the fine-tuning "
         f"in the weights: score {pruned['exact'].score.score:.3f}, flagged irreversible: "
         f"{pruned['exact'].irreversible}.",
-        f"* A changed lr and a huge step left the exact trace exact (scores "
-        f"{lr_changed['exact'].score.score:.1f} and {huge['exact'].score.score:.1f}); the checks caught "
-        f"both (lr recoverable: {lr_changed['exact'].passed['lr recoverable']}, updates bounded: "
-        f"{huge['exact'].passed['updates bounded']}).",
-        f"* The huge step hurt the cheap traces: elements a float-difference trace gets wrong went from "
-        f"{intact[F32DIFF].score.n_wrong:,} to {huge[F32DIFF].score.n_wrong:,}, and the share of "
-        f"the run a bf16 trace cannot undo from {1 - intact[BF16DIFF].score.score:.1e} to "
-        f"{1 - huge[BF16DIFF].score.score:.1e} (threshold {1 - threshold:.0e}).",
+        _breaks_line(lr_changed, huge),
+        _cheap_traces_line(intact, huge, threshold),
         f"* Notebook time: {seconds:.0f} s on this machine.",
     ]
     return "\n".join(lines)
+
+
+def _corrections_line(f32_lost: int, element_steps: int) -> str:
+    """How many element-steps the float difference alone gets wrong, and whether the corrections are sparse."""
+    share = f32_lost / max(1, element_steps)
+    return (f"* The float difference alone would have restored {f32_lost:,} of {element_steps:,} element-steps "
+            f"wrongly ({share:.1e}): the corrections that fix them are "
+            + ("sparse." if share < 0.1 else "not sparse here, and storing them as positions and values costs more "
+                                             "than it saves."))
+
+
+def _breaks_line(lr_changed: Mapping, huge: Mapping) -> str:
+    """Did a changed lr and a huge step leave the exact trace exact, and did their checks catch them?"""
+    scores = (lr_changed["exact"].score.score, huge["exact"].score.score)
+    exact = all(sc.score.exact for sc in (lr_changed["exact"], huge["exact"]))
+    caught = (not lr_changed["exact"].passed["lr recoverable"], not huge["exact"].passed["updates bounded"])
+    what = ("left the exact trace exact" if exact else "did not leave the exact trace exact")
+    found = {(True, True): "the checks caught both", (False, False): "the checks caught neither",
+             (True, False): "the lr check caught the changed lr, the update check missed the huge step",
+             (False, True): "the update check caught the huge step, the lr check missed the changed lr"}[caught]
+    return (f"* A changed lr and a huge step {what} (scores {scores[0]:.6f} and {scores[1]:.6f}); {found} "
+            f"(lr recoverable: {lr_changed['exact'].passed['lr recoverable']}, updates bounded: "
+            f"{huge['exact'].passed['updates bounded']}).")
+
+
+def _cheap_traces_line(intact: Mapping, huge: Mapping, threshold: float) -> str:
+    """What the huge step did to the cheap traces: more elements a float-difference trace gets wrong, and more of
+    the run a bf16 trace cannot undo -- or not."""
+    f32 = (intact[F32DIFF].score.n_wrong, huge[F32DIFF].score.n_wrong)
+    bf16 = (1 - intact[BF16DIFF].score.score, 1 - huge[BF16DIFF].score.score)
+    hurt = f32[1] > f32[0] or bf16[1] > bf16[0]
+    return (f"* The huge step {'hurt' if hurt else 'did not hurt'} the cheap traces: elements a float-difference "
+            f"trace gets wrong went from {f32[0]:,} to {f32[1]:,}, and the share of the run a bf16 trace cannot "
+            f"undo from {bf16[0]:.1e} to {bf16[1]:.1e} (threshold {1 - threshold:.0e}).")

@@ -1,11 +1,12 @@
 """Notebook 10 (fine-tune trace and rollback): what a trace costs. Bytes per step and per parameter, raw and
-compressed, against a checkpoint per step (`storage_report`), and one step kept five ways
-(`compression_ablation`).
+compressed, against a checkpoint per step (`storage_report`), what sets that size, array by array
+(`size_breakdown`), and one step kept five ways (`compression_ablation`).
 """
 from __future__ import annotations
 
 import copy
 import math
+import struct
 import zlib
 
 import torch
@@ -42,6 +43,51 @@ def storage_report(trace: Trace) -> dict:
         "state_compression_ratio": raw_s / cmp_s if cmp_s else float("nan"),
         "fraction_of_checkpoint": (cmp_w + cmp_s) / steps / ckpt if ckpt else float("nan"),
     }
+
+
+def _array_kind(key: str) -> str:
+    # optimizer state keys are "<param name>::<state key>" (exp_avg, exp_avg_sq, step for AdamW)
+    return f"optimizer state: {key.split('::', 1)[1]}" if "::" in key else key
+
+
+def _n_sparse(blob: bytes | None) -> int:
+    """How many entries a sparse correction holds (its header: position size, count, length of the positions)."""
+    return struct.unpack_from("<BQQ", blob)[1] if blob else 0
+
+
+def size_breakdown(trace: Trace) -> list[dict]:
+    """What one step of `trace` keeps, array by array, averaged over the recorded steps: the weights' float
+    differences, their sparse corrections, and each kind of optimizer state (AdamW: exp_avg, exp_avg_sq, step).
+    Per kind: elements kept per step (for the corrections: the corrected elements), bytes per element as stored
+    (raw) and as kept (compressed), and bytes per step. An exact step keeps every element of every array that
+    changed, so a trace's size is its steps times these bytes per step."""
+    steps = max(1, len(trace.records))
+    rows: dict[str, dict] = {}
+
+    def add(kind: str, numel: int, raw: int, kept: int) -> None:
+        row = rows.setdefault(kind, {"array": kind, "elements": 0, "raw_bytes": 0, "kept_bytes": 0})
+        row["elements"] += numel
+        row["raw_bytes"] += raw
+        row["kept_bytes"] += kept
+
+    for rec in trace.records:
+        for b in rec.params.values():
+            corr = len(b.res_back or b"") + len(b.res_fwd or b"")
+            itemsize = dtype_from(b.dtype).itemsize
+            add("weights: float difference", b.numel, b.numel * itemsize, len(b.data))
+            if b.res_back is not None or b.res_fwd is not None:
+                add("weights: ulp corrections (sparse)", _n_sparse(b.res_back) + _n_sparse(b.res_fwd),
+                    b.raw_nbytes - b.numel * itemsize, corr)
+        for key, b in rec.state.items():
+            add(_array_kind(key), b.numel, b.raw_nbytes, b.nbytes)
+    out = []
+    for row in rows.values():
+        n = row["elements"] / steps
+        out.append({"array": row["array"], "elements per step": n,
+                    "raw bytes / element": row["raw_bytes"] / row["elements"] if row["elements"] else math.nan,
+                    "kept bytes / element": row["kept_bytes"] / row["elements"] if row["elements"] else math.nan,
+                    "raw bytes / step": row["raw_bytes"] / steps, "kept bytes / step": row["kept_bytes"] / steps})
+    return out
 
 
 def compression_ablation(model: nn.Module, trace: Trace, step: int | None = None, level: int = 6) -> list[dict]:
