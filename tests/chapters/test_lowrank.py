@@ -249,7 +249,11 @@ def test_takeaways_say_when_the_fixed_arm_was_the_dense_model():
     assert "fired 0 time(s)" in text and "does not see an ill-conditioned reverse" in text
     short = L.takeaways(1.0, 1e-15, 3.0, th, {**v, "rank_f": 6.0}, v, 10.0,
                         sz=dataclasses.replace(dense_sz, max_rank=6), checkpoints=_ckpt(0.55, 0.55, local=1e-2))
-    assert "neither arm was the dense model, so either could win" in short and "decided by construction" not in short
+    assert "neither arm was the dense model and they ran different layouts, so either could win" in short
+    assert "by construction" not in short
+    same = L.takeaways(1.0, 1e-15, 3.0, th, {**v, "rank_f": 6.0, "rank_c": 6.0, "kept_c": 2.0}, v, 10.0,
+                       sz=dataclasses.replace(dense_sz, max_rank=6))
+    assert "both arms ran the same rank and kept the same states" in same
     assert "it saw the drift" in short
     assert "fixed arm ran at rank" not in L.takeaways(1.0, 1e-15, 3.0, th, v, v, 10.0)   # without sizes: not claimed
 

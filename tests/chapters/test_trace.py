@@ -591,7 +591,8 @@ def _scenarios(lr_exact: bool = True, lr_caught: bool = True, huge_caught: bool 
 
 def test_takeaways_follow_the_scenarios_they_are_given():
     storage = {"checkpoint_bytes_per_step": 1200, "n_params": 100, "weights_bytes_per_param_compressed": 3.0,
-               "weights_compression_ratio": 1.3, "total_bytes_per_param_compressed": 9.0, "fraction_of_checkpoint": 0.75}
+               "weights_compression_ratio": 1.3, "total_bytes_per_param_compressed": 9.0,
+               "fraction_of_checkpoint": 0.75}
     kw = dict(logp_before=-30.0, logp_after=-3.0, rate_before=0.0, rate_after=0.5, steps=10, bit_identical=True,
               samples_restored=True, storage=storage, prune_every=5, threshold=T.DEFAULT_SCORE_THRESHOLD, seconds=1.0)
     as_expected = T.takeaways(f32_lost=10, scenarios=_scenarios(), file_bytes=2**20, **kw)

@@ -156,20 +156,23 @@ def _threshold_line(calibrated: Mapping[str, AdaptivePolicy], cos_min: Mapping[s
 
 
 def _rate(s: Mapping) -> str:
-    q = (f" (steps {s['tokens_per_s_q1']:.0f}..{s['tokens_per_s_q3']:.0f})" if "tokens_per_s_q1" in s else "")
-    return f"{s['tokens_per_s']:.0f}{q}"
+    if "tokens_per_s_median" not in s:
+        return f"{s['tokens_per_s']:.0f}"
+    return f"{s['tokens_per_s_median']:.0f} ({s['tokens_per_s_q1']:.0f}..{s['tokens_per_s_q3']:.0f})"
 
 
 def speed_line(a: Mapping, f: Mapping, f64: Mapping, fxp: Mapping) -> str:
     """The speed takeaway: tokens/s of each variant with the interquartile range of its steps, and whether the
     adaptive/fixed gap clears that spread (their step ranges do not overlap) or is too noisy to tell."""
-    gap = a["tokens_per_s"] / f["tokens_per_s"] - 1
+    rate = "tokens_per_s_median" if "tokens_per_s_median" in a and "tokens_per_s_median" in f else "tokens_per_s"
+    gap = a[rate] / f[rate] - 1
     apart = "tokens_per_s_q1" in a and (a["tokens_per_s_q1"] > f["tokens_per_s_q3"]
                                         or f["tokens_per_s_q1"] > a["tokens_per_s_q3"])
     judged = (f"their step ranges do not overlap, so adaptive ran {_pct(abs(gap))} "
               f"{'faster' if gap > 0 else 'slower'} here, though both do the same trunk arithmetic per step"
               if apart else f"their step ranges overlap: the {_pct(abs(gap))} gap is too noisy to tell on this machine")
-    return (f"* Speed (tokens/s, interquartile range of the steps in brackets): adaptive {_rate(a)}, fixed spacing "
+    return (f"* Speed (tokens/s, the median step and the interquartile range of the steps): adaptive {_rate(a)}, "
+            f"fixed spacing "
             f"{_rate(f)}, fp64 stream {_rate(f64)}, fixed-point stream {_rate(fxp)}. Adaptive against fixed: "
             f"{judged}; the adaptive policy's probes cost {_pct(a['probe_overhead'])} of step time on top (fixed "
             f"spacing needs none).")

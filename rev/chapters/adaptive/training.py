@@ -70,8 +70,9 @@ def summarise_run(rows: list[dict], model: GPT, eval_batches: Sequence[tuple[Ten
     out = {"steps": len(rows), "loss": sum(r["loss"] for r in tail) / len(tail),
            "tokens_per_s": sum(r["tokens"] for r in timed) / max(1e-12, sum(r["step_s"] for r in timed)),
            # the spread of the per-step rate (quartiles over the timed steps): what a speed verdict must clear
-           **dict(zip(("tokens_per_s_q1", "tokens_per_s_q3"),
-                      np.quantile([r["tokens"] / max(1e-12, r["step_s"]) for r in timed], [0.25, 0.75]).tolist())),
+           **dict(zip(("tokens_per_s_q1", "tokens_per_s_median", "tokens_per_s_q3"),
+                      np.quantile([r["tokens"] / max(1e-12, r["step_s"]) for r in timed],
+                                  [0.25, 0.5, 0.75]).tolist())),
            "hook_overhead": sum(r["hook_s"] for r in rows) / step_s,
            "probe_overhead": sum(col("probe_s")) / step_s, "fidelity_overhead": sum(col("fidelity_s")) / step_s,
            "kept_mean": sum(r["n_kept"] for r in rows) / len(rows), "kept_max": max(r["n_kept"] for r in rows),

@@ -245,11 +245,16 @@ def _local_check_line(th: dict, v: dict, checkpoints: dict | None) -> str:
 def _rank_room_line(v: dict, sz: LowRankSizes) -> str:
     """Whether the equal-memory comparison could go either way: a fixed arm at full rank computes the dense
     gradient, so it cannot lose on gradient error."""
-    dense = v["rank_f"] >= sz.m
-    return (f"* The fixed arm ran at rank {v['rank_f']:.0f} and the controller at {v['rank_c']:.1f} on average, of at "
-            f"most {sz.rank_cap} on a {sz.m} x {sz.m} state: "
-            + ("the fixed arm was the dense model, so on gradient error the comparison was decided by construction."
-               if dense else "neither arm was the dense model, so either could win on gradient error."))
+    head = (f"* The fixed arm ran at rank {v['rank_f']:.0f} and the controller at {v['rank_c']:.1f} on average, of at "
+            f"most {sz.rank_cap} on a {sz.m} x {sz.m} state: ")
+    if v["rank_f"] >= sz.m:
+        return head + ("the fixed arm was the dense model, so on gradient error the comparison was decided by "
+                       "construction.")
+    if v["rank_c"] == v["rank_f"] and v["kept_c"] == v["kept_f"]:
+        return head + ("both arms ran the same rank and kept the same states, so they computed the same gradients: "
+                       "a tie by construction, which says nothing about the rank signal.")
+    return head + ("neither arm was the dense model and they ran different layouts, so either could win on gradient "
+                   "error.")
 
 
 def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dict, v: dict, v_rank: dict,

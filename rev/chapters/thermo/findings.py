@@ -241,9 +241,9 @@ def takeaways(f: ChapterFindings) -> str:
 def _single_run_caveat(n_seeds: int, over_seeds_shown: bool) -> str:
     """What the single-seed LR-shock line above may be read as, given how many seeds were run."""
     if n_seeds == 1:
-        return ("One seed, one base LR per model: treat the verdicts as a single measurement, not a law.")
+        return "One seed, one base LR per model: treat the verdicts as a single measurement, not a law."
     where = " (next line)" if over_seeds_shown else ""
-    return (f"The LR-shock line above reads the first of {n_seeds} seeds at one base LR per model: a single "
+    return (f"The LR-shock line reads the first of {n_seeds} seeds at one base LR per model: a single "
             f"measurement, not a law; the verdict over all {n_seeds} seeds{where} is the one to read.")
 
 
@@ -254,8 +254,8 @@ def _seeds_line(verdicts: pd.DataFrame, source: str) -> str:
              f"(claim {claim_status(verdicts, m)})" for m in verdicts.measure.unique()]
     n_undecided = int((verdicts.verdict == UNDECIDED).sum())
     n_seeds = max(len(str(s).split()) for s in verdicts.seeds) if "seeds" in verdicts else 0
-    return (f"Over {n_seeds} seeds ({source}): " + "; ".join(parts) + f". {n_undecided} of {len(verdicts)} verdicts are "
-            f"{UNDECIDED}: a verdict stands only when every seed agrees.")
+    return (f"Over {n_seeds} seeds ({source}): " + "; ".join(parts) + f". {n_undecided} of {len(verdicts)} verdicts "
+            f"are {UNDECIDED}: a verdict stands only when every seed agrees.")
 
 
 def write_summary(path: str | Path, summary: dict) -> None:
