@@ -24,6 +24,9 @@ from ..engine.train import TrainConfig, plan_run
 _TINY = ((300, 1), (400, 2))     # (vocabulary, seed) of the two tiny corpora: different merges, different ids
 
 
+ACCEPTED = "accepted (this is a bug)"  # what `what_load_refuses` records when `load` refuses nothing
+
+
 def corpus_facts(data: TokenData) -> dict[str, float]:
     """How far a token reaches in the training split: characters per text token (the BPE's compression; the one
     <|endoftext|> before each story carries no text) and tokens per story (that marker included)."""
@@ -31,6 +34,21 @@ def corpus_facts(data: TokenData) -> dict[str, float]:
     return {"stories": train["stories"], "characters per story": train["chars"] / train["stories"],
             "characters per token": train["chars"] / (train["tokens"] - train["stories"]),
             "tokens per story": train["tokens"] / train["stories"]}
+
+
+def token_reach(data: TokenData, n_tokens: int = 100_000) -> dict[str, float | str]:
+    """How far one token reaches, in words: characters per word (its leading space included, as the BPE sees it)
+    over characters per text token, read from the first `n_tokens` of the training split, and exercise 00.1's
+    three choices decided from that ratio ("less than a word" below 0.8, "about one word" up to 1.25, "more")."""
+    ids = data.array("train")[:n_tokens].tolist()
+    text = data.decode(ids, skip_special=True)
+    words = len(text.split())
+    chars_per_token = corpus_facts(data)["characters per token"]
+    chars_per_word = len(text) / max(words, 1)
+    share = chars_per_token / chars_per_word
+    return {"characters per word": chars_per_word, "words per token": share,
+            "a token covers": "less than a word" if share < 0.8 else "about one word" if share <= 1.25 else
+            "more than a word"}
 
 
 def check_plan_steps(plan_steps: Callable[[int, int, int, int], tuple[int, int]]) -> str:
@@ -97,7 +115,7 @@ def what_load_refuses(data: TokenData) -> dict[str, str]:
     def refused(case: str, call: Callable[[], object], hide: str = "") -> None:
         try:
             call()
-            errors[case] = "accepted (this is a bug)"
+            errors[case] = ACCEPTED
         except DataError as e:
             errors[case] = str(e).replace(hide, "")   # temporary folders are noise to a reader
 
@@ -113,20 +131,31 @@ def what_load_refuses(data: TokenData) -> dict[str, str]:
     return errors
 
 
-def takeaways(prof: Profile, data: TokenData, used: str, device: torch.device, dtype: torch.dtype | None) -> str:
-    """The notebook's closing bullets, from what it measured."""
+def takeaways(prof: Profile, data: TokenData, used: str, device: torch.device, dtype: torch.dtype | None,
+              refusals: dict[str, str] | None = None) -> str:
+    """The notebook's closing bullets, from what it measured (`refusals`: what `what_load_refuses` returned)."""
     plan = plan_run(TrainConfig(profile=prof.name))
     facts = corpus_facts(data)
+    reach = token_reach(data)
+    accepted = [case for case, error in (refusals or {}).items() if error == ACCEPTED]
+    if refusals is None:
+        load_line = "- `load` checks that tokenizer, token files and model vocabulary belong together."
+    elif accepted:
+        load_line = (f"- `load` ACCEPTED {len(accepted)} of {len(refusals)} mix-ups it should refuse: "
+                     f"{', '.join(accepted)}.")
+    else:
+        load_line = (f"- `load` refused all {len(refusals)} mix-ups tried here (tokenizer, token files and model "
+                     f"vocabulary that do not belong together), each with a message that says what to do.")
     return "\n".join([
         f"- This machine trains on {describe(device, dtype)}.",
         f"- Profile `{prof.name}`: a {prof.n_layer}-layer, d={prof.d_model} GPT on {used} data "
         f"({data.n_tokens('train'):,} training tokens, vocabulary {data.vocab_size}).",
-        f"- The BPE packs {facts['characters per token']:.2f} characters into a token, so a story is about "
+        f"- The BPE packs {facts['characters per token']:.2f} characters into a token ({reach['words per token']:.2f} "
+        f"of a {reach['characters per word']:.1f}-character word: {reach['a token covers']}), so a story is about "
         f"{facts['tokens per story']:.0f} tokens.",
         f"- Each run sees {prof.train_tokens:,} tokens = {plan.steps} steps of {plan.batch_size} x "
         f"{prof.seq_len} tokens ({plan.warmup_steps} of them warm-up).",
         f"- The loss to beat: {data.unigram_loss():.2f} nats/token for a context-free model "
         f"({math.log(data.vocab_size):.2f} for a uniform guess).",
-        "- `load` checks that tokenizer, token files and model vocabulary belong together, and says what to do "
-        "when they do not.",
+        load_line,
     ])
