@@ -319,10 +319,18 @@ class LayerTape:
         return out.detach(), got[0].to(self.stream.carrier_dtype)
 
     def _add_param_grads(self, got: Sequence[Tensor | None]) -> None:
+        """Add one evaluation's parameter gradients to the sums. In place: a sum is a tensor autograd.grad handed
+        this backward (nothing else holds it), and adding out of place would allocate a parameter-sized tensor per
+        piece and batch slice (hundreds of large allocations per step on a CPU)."""
         for i, pg in enumerate(got):
             if pg is not None:
                 old = self._param_grads[i]
-                self._param_grads[i] = pg if old is None else old + pg
+                if old is None:
+                    self._param_grads[i] = pg
+                elif old.is_contiguous() and old.dtype == pg.dtype:
+                    old.add_(pg)
+                else:
+                    self._param_grads[i] = old + pg
 
     def _accumulate(self, s: Tensor, g: Tensor) -> None:
         g = g.to(self.stream.carrier_dtype)

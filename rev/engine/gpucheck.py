@@ -5,8 +5,8 @@ The CPU suite reaches these promises only through doubles (fp16 autocast with th
 one check (pass / FAIL / skip) or one figure (info):
 
 * gradients of the memory-free trunks against their stored twins in fp32, bf16 (capability >= 8) and fp16 with
-  a GradScaler step; again with position chunks, attention head by head and kept states at T=256, where the
-  chunking is on;
+  a GradScaler step; again with position chunks, attention head by head, kept states and batch slices at T=256,
+  where the chunking is on;
 * the fused loss head against the plain one under fp16 with a scaled loss (relative gradient error vs fp32);
 * a GradScaler step that overflows is skipped, the scale halves, training resumes; the fixed-point stream
   rebuilds the trunk's input bit for bit on the device;
@@ -62,8 +62,9 @@ GRAD_TOL = {None: 1e-5, torch.bfloat16: 1e-4, torch.float16: 1e-4}
 FLAT_RATIO = 0.1
 SYNTHETIC_TOKENS = 2_000_000        # fallback corpus: enough for 200 steps at about two epochs
 # The memory options on at once, at a length where the auto position chunk is on (T/16 = 16 -> 64 of 256
-# positions with the head split): the twin must still match the stored trunk.
-LAYOUT = dict(seq_len=256, pos_chunk="auto", split_heads=True, keep=(2,))
+# positions with the head split), with the batch of 4 in slices of 3 (a short last slice): the twin must still
+# match the stored trunk.
+LAYOUT = dict(seq_len=256, pos_chunk="auto", split_heads=True, keep=(2,), batch_slice=3)
 # With LAYOUT the rebuilt blocks run their matmuls in other shapes (per chunk, per head) than the stored trunk, so
 # under autocast they round differently: measured on a CPU 9.9e-7 in fp32, 6.0e-4 in fp16, 4.9e-3 in bf16, while
 # backpropagating one chunk too few gives 0.64.
@@ -157,7 +158,8 @@ def layout_row(device: torch.device, dtype: torch.dtype | None) -> Row:
         gaps[dt] = (worst, all(g.get("step_taken", True) for g in got))
     ok = all(w <= LAYOUT_TOL[dt] and taken for dt, (w, taken) in gaps.items())
     chunk = auto_pos_chunk(LAYOUT["seq_len"], LAYOUT["split_heads"])
-    return Row(f"gradients, chunks {chunk}/{LAYOUT['seq_len']} + head split + kept {list(LAYOUT['keep'])}",
+    return Row(f"gradients, chunks {chunk}/{LAYOUT['seq_len']} + head split + kept {list(LAYOUT['keep'])} + batch "
+               f"slices of {LAYOUT['batch_slice']}",
                "pass" if ok else "FAIL", "max rel. gap " + ", ".join(
                    f"{_dtype_name(dt)} {w:.1e} (tol {LAYOUT_TOL[dt]:g}{'' if taken else ', step SKIPPED'})"
                    for dt, (w, taken) in gaps.items()), 0.0)
