@@ -274,6 +274,44 @@ def val_loss_at(run_dir: str | Path, tokens: float, by: str = "tokens") -> float
     return float(np.interp(tokens, t, v))
 
 
+def val_loss_after_steps(run_dir: str | Path, steps: float) -> float | None:
+    """Validation loss after `steps` optimizer steps, interpolated between the run's evaluations. Steps taken
+    are counted as tokens seen over tokens per step, whatever the log's step column counts from (`train` logs
+    the step index, 0 first, so its last evaluation is "after `steps` steps" at index steps - 1)."""
+    log = read_log(run_dir)
+    per_step = log["tokens"].diff().dropna()
+    per_step = float(per_step.median()) if len(per_step) else (float(log["tokens"].iloc[0]) if len(log) else 0)
+    evals = log.dropna(subset=["val_loss"]).sort_values("tokens")
+    if not len(evals) or per_step <= 0:
+        return None
+    done, v = evals["tokens"].to_numpy(float) / per_step, evals["val_loss"].to_numpy(float)
+    if steps < done[0] - 1e-9 or steps > done[-1] + 1e-9:
+        return None
+    return float(np.interp(steps, done, v))
+
+
+def view_gaps(views: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """`max_batch_views(df)` with a `note` column saying why a value is missing: no evaluation at or before the
+    equal point (a run that evaluates only every `eval_every` steps, or only at its end, cannot be read earlier)."""
+    notes = []
+    for _, v in views.iterrows():
+        r = main_run(df, v["run"])
+        evals = read_log(r["path"]).dropna(subset=["val_loss"]) if r is not None else pd.DataFrame()
+        per_step = v["tokens"] / v["steps"] if number(v["steps"]) else None
+        why = []
+        for what, col, unit in (("equal tokens", "val_loss_at_equal_tokens", "tokens"),
+                                ("equal steps", "val_loss_at_equal_steps", "steps")):
+            if number(v[col]) is not None:
+                continue
+            if not len(evals):
+                why.append(f"no value at {what}: it logged no evaluation")
+                continue
+            first = float(evals["tokens"].iloc[0]) / (per_step if unit == "steps" and per_step else 1)
+            why.append(f"no value at {what}: its first evaluation came after {first:,.0f} {unit}")
+        notes.append("; ".join(why))
+    return views.assign(note=notes)
+
+
 def equal_tokens_val(a: pd.Series, b: pd.Series) -> tuple[int, float, float] | None:
     """(tokens, val loss of a, val loss of b) at the token count both runs reached (the smaller final count)."""
     tokens = min(number(a["tokens"]) or 0, number(b["tokens"]) or 0)
@@ -475,7 +513,7 @@ def max_batch_views(df: pd.DataFrame) -> pd.DataFrame:
         "below_context_free": u - number(r["final_val_loss"]) if u is not None and number(r["final_val_loss"])
         else None,
         "equal_tokens": int(tokens), "val_loss_at_equal_tokens": val_loss_at(r["path"], tokens),
-        "equal_steps": int(steps), "val_loss_at_equal_steps": val_loss_at(r["path"], steps, by="step"),
+        "equal_steps": int(steps), "val_loss_at_equal_steps": val_loss_after_steps(r["path"], steps),
     } for r in runs], columns=cols), ["batch", "steps", "tokens"])
 
 

@@ -92,14 +92,20 @@ def plot_screening(rows: list[dict]):
 
 
 def plot_memory_speed(summaries: dict[str, dict]):
-    """Peak step memory and tokens/s of runs side by side ({label: summary})."""
+    """Peak step memory and tokens/s of runs side by side ({label: summary}); the speed bars are each run's median
+    step with its quartiles as error bars (`rev.book.runs.run_speed`), where its log is there."""
     import matplotlib.pyplot as plt
+
+    from .runs import run_speed
 
     colors = ["tab:gray", "tab:orange", "tab:blue", "tab:green"][:len(summaries)]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     axes[0].bar(list(summaries), [s["peak_memory_bytes"] / 2**20 for s in summaries.values()], color=colors)
     axes[0].set(ylabel="peak MiB of a training step")
-    axes[1].bar(list(summaries), [s["tokens_per_s"] for s in summaries.values()], color=colors)
-    axes[1].set(ylabel="tokens / s")
+    speeds = [run_speed(s) for s in summaries.values()]
+    mid = [sp.value if sp else s["tokens_per_s"] for sp, s in zip(speeds, summaries.values())]
+    err = [[m - sp.lo if sp else 0 for m, sp in zip(mid, speeds)], [sp.hi - m if sp else 0 for m, sp in zip(mid, speeds)]]
+    axes[1].bar(list(summaries), mid, yerr=err, capsize=4, color=colors)
+    axes[1].set(ylabel="tokens / s (median step, quartiles)")
     fig.tight_layout()
     return fig

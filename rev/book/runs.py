@@ -9,8 +9,11 @@ Layout under `results/<profile>/`:
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..engine.bench import quartiles
 from ..engine.files import read_json
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
 from ..engine.train import TrainConfig, train
@@ -37,6 +40,12 @@ def train_run(name: str, profile: ProfileLike, results: str | Path = "results", 
                              progress=progress, **overrides))
 
 
+def finished_run(profile: ProfileLike, results: str | Path, name: str) -> dict | None:
+    """The summary of run `name` when an earlier notebook finished it, else None (nothing is trained)."""
+    path = profile_dir(results, profile) / name / "summary.json"
+    return read_json(path) if path.is_file() else None
+
+
 def main_run_dirs(results: str | Path, profile: ProfileLike, names: list[str]) -> dict[str, Path]:
     """{legend label: folder} of main runs (`MAIN_RUNS`, `EXTRA_RUNS`), ready for `plot_runs`."""
     return {(MAIN_RUNS | EXTRA_RUNS)[n].label: profile_dir(results, profile) / n for n in names}
@@ -56,12 +65,149 @@ SUMMARY_COLUMNS = ["run", "trunk", "h", "stream", "n_layer", "batch_size", "toke
 
 
 def summary_table(summaries: list[dict]):
-    """The key columns of run summaries, peak memory in MiB."""
+    """The key columns of run summaries, peak memory in MiB, and beside each run's tokens/s (all its timed tokens
+    over all their seconds) the median and quartiles of its steps' (`run_speed`): a timing with its spread."""
     import pandas as pd
 
     df = pd.DataFrame([{k: s.get(k) for k in SUMMARY_COLUMNS} for s in summaries]).set_index("run")
     df["peak_MiB"] = df.pop("peak_memory_bytes") / 2**20
+    speeds = [run_speed(s) for s in summaries]
+    df = df.rename(columns={"tokens_per_s": "tokens_per_s (overall)"})
+    df.insert(df.columns.get_loc("tokens_per_s (overall)") + 1, "tokens/s per step: median (quartiles)",
+              [f"{sp.value:,.0f} ({sp.lo:,.0f}-{sp.hi:,.0f})" if sp else "no log" for sp in speeds])
     return df
+
+
+def with_step_speeds(table, results_dir: str | Path):
+    """`table` (one row per run, a `run` column naming its folder under `results_dir`) with the median and
+    quartiles of each run's steps' tokens/s beside its overall figure: a timing shown with its spread."""
+    speeds = [run_speed({"config": {"out_dir": str(Path(results_dir) / name)}}) for name in table["run"]]
+    at = table.columns.get_loc("tokens_per_s") + 1 if "tokens_per_s" in table else len(table.columns)
+    out = table.copy()
+    out.insert(at, "tokens/s per step: median (quartiles)",
+               [f"{sp.value:,.0f} ({sp.lo:,.0f}-{sp.hi:,.0f})" if sp else "no log" for sp in speeds])
+    return out
+
+
+# --- timings with their spread ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Spread:
+    """A timing (or a ratio of timings) with its spread: `value` the median, `lo`/`hi` the quartiles over `n`
+    steps or rounds (`kind` says which); for a ratio of two separate runs, the range their quartiles allow."""
+    value: float
+    lo: float
+    hi: float
+    n: int
+    kind: str
+
+    def covers(self, x: float) -> bool:
+        return self.lo <= x <= self.hi
+
+    def text(self, fmt: str = "{:.2f}", unit: str = "") -> str:
+        f = lambda v: fmt.format(v) + unit  # noqa: E731
+        return f"{f(self.value)} ({self.kind} {f(self.lo)}-{f(self.hi)})"
+
+
+def run_dir_of(summary: dict) -> Path | None:
+    """The folder a run's summary came from (its config's out_dir), when it is still there."""
+    out = (summary.get("config") or {}).get("out_dir")
+    return Path(out) if out and Path(out).is_dir() else None
+
+
+def warm_steps(steps: int) -> int:
+    """The first steps `rev.engine.train` leaves out of a run's tokens/s (allocator and caches warming up)."""
+    return min(steps - 1, max(2, steps // 20))
+
+
+def run_speed(summary: dict) -> Spread | None:
+    """Tokens/s of a run's timed steps as logged (warm-up steps left out, as `train` does): median and quartiles
+    over its steps. None when the run's log is not there."""
+    run_dir = run_dir_of(summary)
+    tps = read_log(run_dir)["tokens_per_s"].dropna().tolist() if run_dir else []
+    if not tps:
+        return None
+    timed = tps[warm_steps(len(tps)):]
+    lo, hi = quartiles(timed)
+    return Spread(statistics.median(timed), lo, hi, len(timed), "quartiles over its steps")
+
+
+def speed_ratio_between(a: dict, b: dict) -> Spread | None:
+    """Run `a`'s tokens/s over run `b`'s: the ratio of their medians, and the range the two runs' step quartiles
+    allow (a's lower over b's upper, a's upper over b's lower). The two runs' steps were not interleaved, so
+    this spread says nothing about load that changed between the runs."""
+    sa, sb = run_speed(a), run_speed(b)
+    if sa is None or sb is None:
+        return None
+    return Spread(sa.value / sb.value, sa.lo / sb.hi, sa.hi / sb.lo, min(sa.n, sb.n), "range from step quartiles")
+
+
+def bench_ratio(bench: dict, trunk: str) -> Spread | None:
+    """`trunk`'s speed over residual's in a `bench_trunks` result, round by round (both steps of a round ran
+    under the same load): the median of the rounds' ratios and their quartiles."""
+    rows = bench.get("runs", [])
+    run = next((r for r in rows if r["trunk"] == trunk), None)
+    base = next((r for r in rows if r["trunk"] == "residual" and run and r["head"] == run["head"]), None)
+    if run is None or base is None or not run.get("step_times"):
+        return None
+    ratios = [b / t for t, b in zip(run["step_times"], base["step_times"])]
+    lo, hi = quartiles(ratios)
+    return Spread(statistics.median(ratios), lo, hi, len(ratios), "IQR over interleaved rounds")
+
+
+# --- loss spikes ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Spike:
+    """A jump of a run's training loss above its recent level: where it peaked, how high, the learning rate and
+    gradient norm there, and when the loss came back (None: not before the run ended)."""
+    step: int
+    tokens: int
+    loss: float
+    level: float
+    lr: float
+    peak_lr: float
+    grad_norm_ratio: float
+    recovered_after: int | None
+
+
+SPIKE_WINDOW, SPIKE_K, SPIKE_RISE = 20, 6.0, 0.1   # steps of recent past, robust deviations, nats
+
+
+def loss_spikes(run_dir: str | Path, window: int = SPIKE_WINDOW, k: float = SPIKE_K,
+                min_rise: float = SPIKE_RISE) -> list[Spike]:
+    """Spikes in a run's logged training loss: steps whose loss exceeds the median of the `window` steps before
+    by more than `k` robust standard deviations of those steps (1.4826 x their median absolute deviation) and
+    by at least `min_rise` nats. Flagged steps closer than `window` merge into one spike, reported at its
+    highest loss. A falling loss never trips it: the level is the recent past, which lies above the present."""
+    import numpy as np
+
+    log = read_log(run_dir).dropna(subset=["loss"]).reset_index(drop=True)
+    loss = log["loss"].to_numpy(float)
+    flagged = []
+    for i in range(window, len(loss)):
+        past = loss[i - window:i]
+        level = float(np.median(past))
+        noise = 1.4826 * float(np.median(np.abs(past - level)))
+        if loss[i] - level > max(k * noise, min_rise):
+            flagged.append((i, level))
+    groups: list[list[tuple[int, float]]] = []
+    for i, level in flagged:
+        if groups and i - groups[-1][-1][0] < window:
+            groups[-1].append((i, level))
+        else:
+            groups.append([(i, level)])
+    norm = float(log["grad_norm"].median())
+    spikes = []
+    for g in groups:
+        i = max((j for j, _ in g), key=lambda j: loss[j])
+        level = g[0][1]   # the level before the spike began
+        back = next((j for j in range(i + 1, len(loss)) if loss[j] <= level), None)
+        spikes.append(Spike(step=int(log["step"][i]), tokens=int(log["tokens"][i]), loss=float(loss[i]),
+                            level=level, lr=float(log["lr"][i]), peak_lr=float(log["lr"].max()),
+                            grad_norm_ratio=float(log["grad_norm"][i]) / norm if norm else math.nan,
+                            recovered_after=None if back is None else back - i))
+    return spikes
 
 
 def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a time", n_tokens: int = 80,
@@ -78,6 +224,21 @@ def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a
     idx = torch.tensor([data.encode(prompt)], dtype=torch.long)
     out = model.generate(idx, n_tokens, temperature=0.8, top_k=50, generator=torch.Generator().manual_seed(seed))
     return data.decode(out[0].tolist())
+
+
+def lr_table(summaries: dict[str, dict], profile: ProfileLike):
+    """Each run's batch against the profile's, the learning-rate rule it trained with (`lr_scaling`) and the
+    rate that gave, beside the rate each rule (`rev.engine.train.LR_SCALINGS`) would have given it."""
+    import pandas as pd
+
+    from ..engine.train import LR_SCALINGS, scaled_lr
+
+    prof = get_profile(profile)
+    return pd.DataFrame({name: {"batch": s["batch_size"], "batch / profile's": s["batch_size"] / prof.batch_size,
+                                "rule": s.get("lr_scaling"), "lr": s["lr"],
+                                **{f"lr if {rule}": scaled_lr(prof.lr, s["batch_size"], prof.batch_size, rule)
+                                   for rule in LR_SCALINGS}}
+                         for name, s in summaries.items()}).T
 
 
 def model_profile(run_dir: str | Path) -> str:

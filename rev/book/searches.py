@@ -182,3 +182,20 @@ def search_max_depth(profile: ProfileLike, trunk: dict, batch: int, budget_bytes
     res = find_max_depth(cfg, batch, budget_bytes, max_layers, device, progress=progress)
     _merge_maxbatch(profile, results, {"deep": res.to_dict()})
     return res
+
+
+def line_vs_search(predicted, mb: dict) -> str:
+    """The two-probe lines' max batches (`predict_max_batches`) against what the measured search found, per trunk
+    and as a ratio: how far a straight-line model of the peak carries."""
+    found = {t: mb[t]["batch"] for t in predicted.index if t in mb}
+    parts = []
+    for t, f in found.items():
+        p = int(predicted.loc[t, "predicted_max_batch"])
+        off = "exact" if p == f else f"the line {'under' if p < f else 'over'}estimated it by {abs(p - f)}"
+        parts.append(f"{t}: predicted {p}, found {f} ({off})")
+    text = "; ".join(parts)
+    if "residual" in found and len(found) > 1:
+        other = next(t for t in found if t != "residual")
+        pr = predicted.loc[other, "predicted_max_batch"] / predicted.loc["residual", "predicted_max_batch"]
+        text += f". Ratio: predicted {pr:.2f}x, found {found[other] / found['residual']:.2f}x."
+    return text
