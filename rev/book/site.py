@@ -137,12 +137,32 @@ def overwritten(text: str) -> str:
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
 
 
+def merged_streams(outputs: list) -> list:
+    """`outputs` with each run of consecutive stream outputs of one name (a progress bar's redraws arrive one
+    output each) joined into one, so that `overwritten` sees the whole line."""
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if (out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
+                and prev.get("name") == out.get("name")):
+            prev = merged[-1] = copy.copy(prev)
+            prev["text"] = _text(prev) + _text(out)
+        else:
+            merged.append(out)
+    return merged
+
+
+def _text(out) -> str:
+    text = out.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
 def static_output(out: nbformat.NotebookNode, models: dict[str, Any]) -> nbformat.NotebookNode | None:
     """`out` with a widget view replaced by static HTML of its final state and a stream's redrawn lines by their
     last state; None drops it."""
-    if out.get("output_type") == "stream" and "\r" in out.get("text", ""):
+    if out.get("output_type") == "stream" and "\r" in _text(out):
         out = copy.copy(out)
-        out["text"] = overwritten(out["text"])
+        out["text"] = overwritten(_text(out))
         return out
     data = out.get("data", {})
     if WIDGET_VIEW not in data:
@@ -234,7 +254,8 @@ def prepare_notebook(nb: nbformat.NotebookNode, badge: str, note: str = "",
                 cell.metadata["mystnb"] = {"code_prompt_show": "Show the solution",
                                            "code_prompt_hide": "Hide the solution"}
             cell.outputs = [relative_paths(o, paths or {}) for o in
-                            (static_output(o, models) for o in cell.get("outputs", [])) if o is not None]
+                            (static_output(o, models) for o in merged_streams(cell.get("outputs", [])))
+                            if o is not None]
         if tags:
             cell.metadata["tags"] = sorted(tags)
         cells.append(cell)

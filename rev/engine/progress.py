@@ -17,11 +17,19 @@ PROGRESS_ENV = "REV_PROGRESS"
 TEXT_INTERVAL_S = 5.0   # text bars in a saved notebook: a few updates, not one per step
 
 
+class TextBar(_text):
+    """tqdm's text bar whose postfix (loss, val) waits for the next timed redraw: `set_postfix` would otherwise
+    redraw at every step, one more saved output per step."""
+
+    def set_postfix(self, ordered_dict=None, refresh: bool = True, **kwargs) -> None:
+        super().set_postfix(ordered_dict, refresh=False, **kwargs)
+
+
 def tqdm(*args, **kwargs):
-    """`tqdm.auto.tqdm`, or the plain text bar (updated every few seconds) when `REV_PROGRESS=text`."""
+    """`tqdm.auto.tqdm`, or the plain text bar (redrawn every few seconds) when `REV_PROGRESS=text`."""
     if os.environ.get(PROGRESS_ENV) == "text":
         kwargs.setdefault("mininterval", TEXT_INTERVAL_S)
-        return _text(*args, **kwargs)
+        return TextBar(*args, **kwargs)
     return _auto(*args, **kwargs)
 
 
