@@ -104,7 +104,8 @@ def plot_memory_speed(summaries: dict[str, dict]):
     axes[0].set(ylabel="peak MiB of a training step")
     speeds = [run_speed(s) for s in summaries.values()]
     mid = [sp.value if sp else s["tokens_per_s"] for sp, s in zip(speeds, summaries.values())]
-    err = [[m - sp.lo if sp else 0 for m, sp in zip(mid, speeds)], [sp.hi - m if sp else 0 for m, sp in zip(mid, speeds)]]
+    err = [[m - sp.lo if sp else 0 for m, sp in zip(mid, speeds)],
+           [sp.hi - m if sp else 0 for m, sp in zip(mid, speeds)]]
     axes[1].bar(list(summaries), mid, yerr=err, capsize=4, color=colors)
     axes[1].set(ylabel="tokens / s (median step, quartiles)")
     fig.tight_layout()

@@ -14,8 +14,8 @@ from ..core.reversible import RECON_LIMIT
 from ..engine.maxbatch import MaxDepth
 from .results import deep_capped, loss_head_finding, number, stream_reliability, val_loss_at
 from .run_exercises import memory_split
-from .runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_WINDOW, Spread, bench_ratio, loss_levels, loss_spikes,
-                   run_dir_of, speed_ratio_between)
+from .runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio, loss_levels,
+                   loss_spikes, run_dir_of, speed_ratio_between)
 from .screening import LOSS_TIE, reconstructs
 
 TOO_NOISY = "too noisy to tell on this machine"
@@ -174,7 +174,8 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
             + ("agrees with it." if fair.covers(speed.runs.value) else
                "has its median outside the bench's spread: the runs were timed at different moments under different "
                "load; the bench is the fair one."))
-        speed_line = (f"Speed, from the interleaved bench: {speed_verdict(fair, 'the reversible step', 'the stored one')}; "
+        verdict = speed_verdict(fair, "the reversible step", "the stored one")
+        speed_line = (f"Speed, from the interleaved bench: {verdict}; "
                       f"{against_prediction(fair, speed.predicted)}.{agree}")
     else:
         ratio = speed.runs if speed is not None else speed_ratio_between(run2, run1)
@@ -246,7 +247,8 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
                         "sequences, a less noisy step" + ("; it lost at equal tokens for lack of steps, not of data"
                                                          if d > LOSS_TIE else ""))
             elif ds > LOSS_TIE:
-                what = "even step for step the larger batch was behind: its extra sequences per step bought nothing here"
+                what = ("even step for step the larger batch was behind: its extra sequences per step bought "
+                        "nothing here")
             else:
                 what = f"step for step the two are a tie (within {LOSS_TIE} nats)"
             lines.append(f"After {steps} steps each: run 3 at {at3:.3f}, run 1b at {at1:.3f} ({ds:+.3f}): {what}.")
@@ -258,15 +260,16 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
                      f"run 1), " + ("less than the gap here, so the batch, not the trunk, accounts for most of it."
                                     if abs(dt) < abs(d) else "as much as the gap here: the trunk may explain it."))
     r = b3 / b1
-    lines.append(f"**On a GPU (a statement about GPUs, not a measurement of this workbook):** a GPU with memory to spare "
-                 f"runs batch {b3} in about the time of batch {b1}, since the smaller batch leaves most of its parallel "
-                 f"units idle; time per token then falls about {r:.1f}x, and in the time run 1b takes its {s1} steps "
-                 f"the larger batch takes as many, on {r:.1f}x the tokens. A CPU has no idle units to fill once its "
-                 f"cores are busy: time per step grows with the batch.")
+    lines.append(f"**On a GPU (a statement about GPUs, not a measurement of this workbook):** a GPU with memory to "
+                 f"spare runs batch {b3} in about the time of batch {b1} as long as the smaller batch leaves its "
+                 f"parallel units idle; time per token then falls about {r:.1f}x, and in the time run 1b takes its "
+                 f"{s1} steps the larger batch takes as many, on {r:.1f}x the tokens. A CPU has no idle units to fill "
+                 f"once its cores are busy: time per step grows with the batch.")
     speed = speed_ratio_between(run3, run1b)
     if speed is not None:
-        lines.append(f"On this machine, per token: {speed_verdict(speed, f'run 3 (batch {b3})', f'run 1b (batch {b1})')}"
-                     f" (a different trunk as well, whose backward does more work).")
+        verdict = speed_verdict(speed, f"run 3 (batch {b3})", f"run 1b (batch {b1})")
+        lines.append(f"On this machine, per token: {verdict} (a different trunk as well, whose backward does more "
+                     f"work).")
     return _bullets(lines)
 
 
@@ -280,8 +283,8 @@ def spike_finding(runs: dict[str, dict]) -> str:
     for name, s in runs.items():
         run_dir = run_dir_of(s)
         for sp in (loss_spikes(run_dir) if run_dir else []):
-            back = (f"it was back at that level {sp.recovered_after} step(s) later" if sp.recovered_after is not None
-                    else "it had not come back to that level by the end of the run")
+            back = (f"the plotted curve was back near that level {sp.recovered_after} step(s) later"
+                    if sp.recovered_after is not None else "it had not come back to that level by the end of the run")
             err = number(s.get("reconstruction_error"))
             if s.get("trunk") == "residual" or err is None:
                 grads = "A stored trunk's gradients are exact backprop: the spike is the optimizer's step"
@@ -294,12 +297,13 @@ def spike_finding(runs: dict[str, dict]) -> str:
             lr = (" (the largest learning rate of these runs: the rule that scales it with the batch gave this run "
                   "the biggest steps)" if top_lr and s.get("lr") == top_lr and len(runs) > 1 else "")
             lines.append(f"**{name}**: its training loss jumped to {sp.loss:.3f} at {sp.tokens:,} tokens (step "
-                         f"{sp.step}), {sp.loss - sp.level:+.3f} nats above the median of the {window} steps before; "
+                         f"{sp.step}), {sp.loss - sp.level:+.3f} nats above its level in the {window} steps before; "
                          f"the learning rate there was {sp.lr:.2g}, {sp.lr / sp.peak_lr:.0%} of the run's peak"
                          f"{lr}, and the gradient norm {sp.grad_norm_ratio:.1f}x the run's median; {back}. {grads}.")
     if not lines:
         return (f"No loss spike: in none of {', '.join(runs)} did a step's training loss rise more than {k:g} robust "
-                f"standard deviations (and {rise:g} nats) above the median of the {window} steps before it.")
+                f"standard deviations (and {rise:g} nats) above the median of the {window} steps before it, nor the "
+                f"plotted curve ({SPIKE_SMOOTH}-step mean) as far above its lowest point of the {window} steps before.")
     return _bullets(lines)
 
 

@@ -172,25 +172,54 @@ class Spike:
 
 
 SPIKE_WINDOW, SPIKE_K, SPIKE_RISE = 20, 6.0, 0.1   # steps of recent past, robust deviations, nats
+SPIKE_SMOOTH = 10   # steps in the running mean `plot_runs` draws: the curve a reader sees a spike in
 
 
-def loss_spikes(run_dir: str | Path, window: int = SPIKE_WINDOW, k: float = SPIKE_K,
-                min_rise: float = SPIKE_RISE) -> list[Spike]:
-    """Spikes in a run's logged training loss: steps whose loss exceeds the median of the `window` steps before
-    by more than `k` robust standard deviations of those steps (1.4826 x their median absolute deviation) and
-    by at least `min_rise` nats. Flagged steps closer than `window` merge into one spike, reported at its
-    highest loss. A falling loss never trips it: the level is the recent past, which lies above the present."""
+def _step_outliers(loss, window: int, k: float, min_rise: float) -> dict[int, float]:
+    """{step: level} for steps whose loss exceeds the median of the `window` before by `k` robust deviations."""
     import numpy as np
 
-    log = read_log(run_dir).dropna(subset=["loss"]).reset_index(drop=True)
-    loss = log["loss"].to_numpy(float)
-    flagged = []
+    out = {}
     for i in range(window, len(loss)):
         past = loss[i - window:i]
         level = float(np.median(past))
         noise = 1.4826 * float(np.median(np.abs(past - level)))
         if loss[i] - level > max(k * noise, min_rise):
-            flagged.append((i, level))
+            out[i] = level
+    return out
+
+
+def _curve_rises(loss, window: int, k: float, min_rise: float, smooth: int) -> tuple[dict[int, float], object, float]:
+    """{step: level} where the `smooth`-step running mean rose above its lowest value of the `window` steps before
+    by `k` of its own noise (the per-step noise, from the steps' differences, over sqrt(smooth)); also the
+    running mean and the threshold."""
+    import numpy as np
+    import pandas as pd
+
+    sm = pd.Series(loss).rolling(smooth, min_periods=smooth).mean().to_numpy()
+    d = np.diff(loss)
+    sigma = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2) if len(d) else 0.0
+    thr = max(k * sigma / math.sqrt(smooth), min_rise)
+    out = {}
+    for i in range(window + smooth, len(loss)):
+        level = float(np.nanmin(sm[i - window:i]))
+        if sm[i] - level > thr:
+            out[i] = level
+    return out, sm, thr
+
+
+def loss_spikes(run_dir: str | Path, window: int = SPIKE_WINDOW, k: float = SPIKE_K,
+                min_rise: float = SPIKE_RISE, smooth: int = SPIKE_SMOOTH) -> list[Spike]:
+    """Spikes in a run's logged training loss, of two kinds: one step far above the steps before it (its loss over
+    the median of the `window` steps before by `k` robust standard deviations, 1.4826 x their median absolute
+    deviation), and the plotted curve (the `smooth`-step running mean) rising above its lowest point of the
+    `window` steps before by `k` of its own noise; both by at least `min_rise` nats. Flagged steps closer than
+    `window` merge into one spike, reported at its highest loss, with the level before it began. A falling loss
+    never trips either: the recent past lies above the present."""
+    log = read_log(run_dir).dropna(subset=["loss"]).reset_index(drop=True)
+    loss = log["loss"].to_numpy(float)
+    rises, sm, thr = _curve_rises(loss, window, k, min_rise, smooth)
+    flagged = sorted((_step_outliers(loss, window, k, min_rise) | rises).items())
     groups: list[list[tuple[int, float]]] = []
     for i, level in flagged:
         if groups and i - groups[-1][-1][0] < window:
@@ -202,7 +231,8 @@ def loss_spikes(run_dir: str | Path, window: int = SPIKE_WINDOW, k: float = SPIK
     for g in groups:
         i = max((j for j, _ in g), key=lambda j: loss[j])
         level = g[0][1]   # the level before the spike began
-        back = next((j for j in range(i + 1, len(loss)) if loss[j] <= level), None)
+        # back: the plotted curve within half the threshold of that level again (a raw step is too noisy to say)
+        back = next((j for j in range(g[-1][0] + 1, len(loss)) if sm[j] - level <= thr / 2), None)
         spikes.append(Spike(step=int(log["step"][i]), tokens=int(log["tokens"][i]), loss=float(loss[i]),
                             level=level, lr=float(log["lr"][i]), peak_lr=float(log["lr"].max()),
                             grad_norm_ratio=float(log["grad_norm"][i]) / norm if norm else math.nan,

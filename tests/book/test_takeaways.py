@@ -45,7 +45,8 @@ def make_run(root: Path, name: str, trunk: str = "reveuler_rev", batch: int = 8,
     summary = {"run": name, "trunk": trunk, "h": 1.0, "stream": "fp32", "n_layer": n_layer, "batch_size": batch,
                "steps": steps, "tokens": steps * per, "lr": lr, "lr_scaling": "sqrt", "final_val_loss": val,
                "final_train_loss": val, "unigram_val_loss": 5.5, "tokens_per_s": sorted(tps)[len(tps) // 2],
-               "peak_memory_bytes": int(peak_mib * 2**20), "reconstruction_error": None if trunk == "residual" else recon,
+               "peak_memory_bytes": int(peak_mib * 2**20),
+               "reconstruction_error": None if trunk == "residual" else recon,
                "model_config": mc, "config": {"out_dir": str(folder)}, "device": "CPU"}
     (folder / "summary.json").write_text(json.dumps(summary))
     return summary
@@ -71,7 +72,8 @@ def test_the_speed_verdict_follows_the_bench_and_its_spread(tmp_path):
     assert "was faster than the stored one" in texts["faster"] and "above 1" in texts["faster"]
     assert T.TOO_NOISY in texts["noisy"] and "slower than" not in texts["noisy"]
     # the training runs (0.46) disagree with a bench at 0.77, and the text says which to believe
-    assert "outside the bench's spread: they disagree" in texts["slower"] and "The bench is the fair one" in texts["slower"]
+    assert "outside the bench's spread: they disagree" in texts["slower"]
+    assert "The bench is the fair one" in texts["slower"]
     # training runs whose own spread is wide: their median is off the bench, yet no contradiction is claimed
     wide = make_run(tmp_path / "w", "run2_reversible_same_batch", val=5.0, tps=[100.0, 900.0] * 20)
     text_wide = T.speed_finding(T.SameBatchSpeed(0.8, slower.bench, speed_ratio_between(wide, run1)))
@@ -136,6 +138,20 @@ def test_a_loss_spike_is_found_where_it_happens_and_commented(tmp_path):
     assert "No loss spike" in T.spike_finding({"run1b": run_calm})
     broken = make_run(tmp_path / "x", "run3_reversible_max_batch", steps=80, losses=spiky, recon=10 * RECON_LIMIT)
     assert "suspect its rebuilt gradients" in T.spike_finding({"run3": broken})
+
+
+def test_a_gradual_bump_in_the_plotted_curve_is_a_spike_and_noise_is_not(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    steps = np.arange(400)
+    falling = 2.0 + 3.0 * np.exp(-steps / 60) + rng.normal(0, 0.05, len(steps))
+    bump = 0.25 * np.exp(-0.5 * ((steps - 300) / 5) ** 2)    # no single step far out: the curve rises
+    calm = make_run(tmp_path, "calm", steps=400, losses=falling.tolist())
+    bumpy = make_run(tmp_path, "bumpy", steps=400, losses=(falling + bump).tolist())
+    assert loss_spikes(Path(calm["config"]["out_dir"])) == []
+    [spike] = loss_spikes(Path(bumpy["config"]["out_dir"]))
+    assert 285 <= spike.step <= 315 and spike.recovered_after is not None
 
 
 def _views_frame(root: Path):
