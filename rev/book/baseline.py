@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 
 from ..engine.bench import quartiles
 from ..engine.data import TokenData
-from .results import read_log
-from .runs import Spread, loss_levels, run_dir_of, run_speed, warm_steps
+from .results import read_log, step_speeds
+from .runs import Spread, loss_levels, run_dir_of, run_speed
 
 FASTER, SLOWER, TOO_NOISY = "faster", "slower", "too noisy to tell"
 
@@ -81,8 +81,7 @@ def _spread(values: Sequence[float], kind: str) -> Spread:
 def timed_steps(summary: dict) -> list[float]:
     """The per-step tokens/s `train` timed for the summary's tokens/s (its warm-up steps left out)."""
     run_dir = run_dir_of(summary)
-    tps = read_log(run_dir)["tokens_per_s"].dropna().tolist() if run_dir else []
-    return tps[warm_steps(len(tps)):] if tps else []
+    return step_speeds(run_dir).tolist() if run_dir else []
 
 
 def speed_halves(summary: dict) -> tuple[list[float], list[float]] | None:

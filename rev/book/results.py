@@ -30,7 +30,7 @@ from ..engine.files import read_json
 from ..core.model import is_reversible
 from ..core.reversible import RECON_LIMIT
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS
-from ..engine.train import LOG_FIELDS
+from ..engine.train import LOG_FIELDS, untimed_steps
 
 MIB = 2**20
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
@@ -577,11 +577,10 @@ def screening_check(df: pd.DataFrame) -> pd.DataFrame:
 
 def step_speeds(run_dir: str | Path) -> np.ndarray:
     """tokens/s of each timed step in a run's log.csv. The first steps are left out as `train` leaves them out of
-    the summary's tokens/s (`max(2, steps // 20)` warm-up steps: allocation and first-call costs), so the spread
-    describes the steps the summary averages."""
+    the summary's tokens/s (`rev.engine.train.untimed_steps`), so the spread describes the steps the summary
+    averages."""
     v = read_log(run_dir)["tokens_per_s"].dropna().to_numpy(float)
-    warm = min(len(v) - 1, max(2, len(v) // 20)) if len(v) else 0
-    return v[warm:]
+    return v[untimed_steps(len(v)):] if len(v) else v
 
 
 def speed_spread(run_dir: str | Path) -> tuple[float, float, float] | None:

@@ -17,7 +17,7 @@ from ..engine.bench import quartiles
 from ..engine.files import read_json
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
 from ..engine.train import TrainConfig, train
-from .results import read_log
+from .results import read_log, step_speeds
 from .run_plots import LiveLoss
 
 RUN3B, RUNNER_UP = EXTRA_RUNS
@@ -115,19 +115,13 @@ def run_dir_of(summary: dict) -> Path | None:
     return Path(out) if out and Path(out).is_dir() else None
 
 
-def warm_steps(steps: int) -> int:
-    """The first steps `rev.engine.train` leaves out of a run's tokens/s (allocator and caches warming up)."""
-    return min(steps - 1, max(2, steps // 20))
-
-
 def run_speed(summary: dict) -> Spread | None:
     """Tokens/s of a run's timed steps as logged (warm-up steps left out, as `train` does): median and quartiles
     over its steps. None when the run's log is not there."""
     run_dir = run_dir_of(summary)
-    tps = read_log(run_dir)["tokens_per_s"].dropna().tolist() if run_dir else []
-    if not tps:
+    timed = step_speeds(run_dir).tolist() if run_dir else []
+    if not timed:
         return None
-    timed = tps[warm_steps(len(tps)):]
     lo, hi = quartiles(timed)
     return Spread(statistics.median(timed), lo, hi, len(timed), "quartiles over its steps")
 

@@ -4,6 +4,7 @@ ablation, and the trunk dicts those runs train with. Merges into `results/<profi
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 
@@ -31,17 +32,38 @@ def memory_budget(profile: ProfileLike, device: str = "auto") -> int:
     return cuda_budget(dev) if dev.type == "cuda" else get_profile(profile).cpu_mem_budget
 
 
+def line_batches(profile: ProfileLike) -> tuple[int, int]:
+    """The two batches a memory line is measured at: the profile's batch (at least two batch slices, so a
+    reversible trunk's slice-sized working set is already the fixed cost it stays) and twice that. Below a slice
+    the whole batch's working set would still grow with it and the slope would overstate what a sequence costs."""
+    prof = get_profile(profile)
+    b1 = max(prof.batch_size, 2 * prof.model_config("reveuler_rev").sequences_per_slice)
+    return b1, 2 * b1
+
+
+_LINES: dict[str, object] = {}
+
+
+def _memory_line(cfg, b1: int, b2: int, device: str):
+    """`measure_memory_line`, measured once per model, batches and device in this kernel: the prediction (06.2)
+    and the ledger read the same two steps."""
+    key = json.dumps([cfg.to_dict(), b1, b2, device], sort_keys=True)
+    if key not in _LINES:
+        _LINES[key] = measure_memory_line(cfg, b1, b2, device)
+    return _LINES[key]
+
+
 def predict_max_batches(profile: ProfileLike, trunks: list[dict], budget_bytes: int, device: str = "auto"):
-    """Before any search: each trunk's step peak measured at two batches (a quarter of the profile's batch and
-    the batch itself), the straight line through them, and the max batch that line predicts."""
+    """Before any search: each trunk's step peak measured at two batches (`line_batches`), the straight line
+    through them, and the max batch that line predicts."""
     import pandas as pd
 
     prof = get_profile(profile)
-    b1, b2 = max(1, prof.batch_size // 4), prof.batch_size
+    b1, b2 = line_batches(prof)
     rows = {}
     for t in trunks:
         cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
-        line = measure_memory_line(cfg, b1, b2, device)
+        line = _memory_line(cfg, b1, b2, device)
         rows[t["trunk"]] = {"static_MiB": line.static_bytes / 2**20, "MiB_per_sequence": line.bytes_per_sequence / 2**20,
                             "predicted_max_batch": line.max_batch(budget_bytes)}
     return pd.DataFrame(rows).T
@@ -57,11 +79,11 @@ def memory_ledgers(profile: ProfileLike, trunks: list[dict], device: str = "auto
     rows = {}
     for t in trunks:
         cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
-        b1 = max(prof.batch_size, 2 * prof.model_config("reveuler_rev").sequences_per_slice)
-        line = measure_memory_line(cfg, b1, 2 * b1, device)
+        b1, b2 = line_batches(prof)
+        line = _memory_line(cfg, b1, b2, device)
         led = sequence_ledger(cfg, line.bytes_per_sequence)
         rows[t.get("key", t["trunk"])] = led.as_row() | {"trunk": t["trunk"], "stream": cfg.stream, "peak moment": led.moment,
-                                                   "batches": f"{b1}, {2 * b1}"}
+                                                   "batches": f"{b1}, {b2}"}
     return pd.DataFrame(rows).T
 
 

@@ -327,6 +327,12 @@ def _die_if_asked(plan: Plan) -> None:
         os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
+def untimed_steps(steps: int) -> int:
+    """How many first steps of a `steps`-step run are left out of its tokens/s: allocation, caches and first-call
+    costs warm up there. Readers of a run's log (rev.book) leave out the same ones."""
+    return min(steps - 1, max(2, steps // 20))
+
+
 def train(cfg: TrainConfig) -> dict:
     """Run (or resume) one training run; returns the summary also written to summary.json."""
     if cfg.resume not in (True, False, "auto"):
@@ -389,7 +395,7 @@ def train(cfg: TrainConfig) -> dict:
                                                    "wall_s": wall_before + time.perf_counter() - t_start}})
 
     tokens_per_step = plan.batch_size * plan.model.seq_len
-    warm = min(plan.steps - 1, max(2, plan.steps // 20))  # steps excluded from tokens/s
+    warm = untimed_steps(plan.steps)
     bar = tqdm(range(start, plan.steps), desc=f"{plan.profile.name}/{cfg.trunk}", disable=not (cfg.progress and writer),
                initial=start, total=plan.steps)
     stopped = False
