@@ -140,8 +140,12 @@ class GPTConfig:
 
     @property
     def positions_per_chunk(self) -> int:
-        """`pos_chunk` resolved: the chunk size in positions, 0 for off."""
+        """`pos_chunk` resolved: the chunk size in positions, 0 for off. "auto" with batch slices on chunks only
+        sequences longer than a slice's rows (`SLICE_ROWS`): a slice already bounds the MLP's working set, and
+        smaller pieces cost speed (`python -m rev bench --pos-chunks auto 0 --batch-slices auto 0`)."""
         if self.pos_chunk == "auto":
+            if self.sequences_per_slice:
+                return SLICE_ROWS if self.seq_len > SLICE_ROWS else 0
             return auto_pos_chunk(self.seq_len, self.split_heads)
         return int(self.pos_chunk or 0)
 
@@ -162,14 +166,13 @@ MIN_POS_CHUNK = 64
 
 
 def auto_pos_chunk(seq_len: int, split_heads: bool = False) -> int:
-    """The default MLP chunk, from a memory target: the MLP's four hidden tensors alive in a chunk's backward
-    (c x 4d each: the first linear's output, the GELU's, and their gradients) should hold no more than what the
-    attention holds in its own backward anyway. Evaluated whole, that is four (T x d) tensors (queries, keys,
-    values, output), so c <= T / 4: smaller chunks lower nothing and cost speed (`python -m rev bench
-    --pos-chunks 0 64 128 --split-heads --per-sequence` at the assignment geometry, T=512: 11.3 MiB per sequence
-    with chunks of 64 or 128, at 0.90x and 0.995x the unchunked speed). Head by head (`split_heads`) it is
-    about one (T x d) tensor, so c <= T / 16 (there: 7.9 MiB per sequence at 64, 8.1 at 128). At least
-    `MIN_POS_CHUNK` positions, so each chunk's matmuls keep enough rows; 0 (off) when that is the whole sequence."""
+    """The default MLP chunk when the whole batch runs at once (`batch_slice=0`), from a memory target: the MLP's
+    four hidden tensors alive in a chunk's backward (c x 4d each: the first linear's output, the GELU's, and their
+    gradients) should hold no more than what the attention holds in its own backward anyway. Evaluated whole, that
+    is four (T x d) tensors (queries, keys, values, output), so c <= T / 4: smaller chunks lower nothing and cost
+    speed. Head by head (`split_heads`) it is about one (T x d) tensor, so c <= T / 16. At least `MIN_POS_CHUNK`
+    positions, so each chunk's matmuls keep enough rows; 0 (off) when that is the whole sequence.
+    `python -m rev bench --pos-chunks 0 64 128 --batch-slices 0 --split-heads --per-sequence` measures the choice."""
     c = max(MIN_POS_CHUNK, seq_len // (16 if split_heads else 4))
     return c if c < seq_len else 0
 

@@ -48,7 +48,7 @@ from .memory import training_step_memory
 from .profiles import PROFILES, get_profile
 from .train import TrainConfig, load_model, train
 from ..core.loss import cross_entropy
-from ..core.model import GPT, GPTConfig, auto_pos_chunk, reversible_twin
+from ..core.model import GPT, GPTConfig, reversible_twin
 from ..core.reversible import RECON_LIMIT, reconstruction_error
 
 ASSIGNMENT = "t4"                   # the profile with the assignment geometry (d=384, L=10, T=512, 8K vocab)
@@ -61,10 +61,9 @@ GRAD_TOL = {None: 1e-5, torch.bfloat16: 1e-4, torch.float16: 1e-4}
 # this batch the activations of the stored trunk outgrow it by ~20x, so a flat trunk stays well under 10%.
 FLAT_RATIO = 0.1
 SYNTHETIC_TOKENS = 2_000_000        # fallback corpus: enough for 200 steps at about two epochs
-# The memory options on at once, at a length where the auto position chunk is on (T/16 = 16 -> 64 of 256
-# positions with the head split), with the batch of 4 in slices of 3 (a short last slice): the twin must still
-# match the stored trunk.
-LAYOUT = dict(seq_len=256, pos_chunk="auto", split_heads=True, keep=(2,), batch_slice=3)
+# The memory options on at once: position chunks of 64 of 256 positions, the head split, a kept state and the
+# batch of 4 in slices of 3 (a short last slice): the twin must still match the stored trunk.
+LAYOUT = dict(seq_len=256, pos_chunk=64, split_heads=True, keep=(2,), batch_slice=3)
 # With LAYOUT the rebuilt blocks run their matmuls in other shapes (per chunk, per head) than the stored trunk, so
 # under autocast they round differently: measured on a CPU 9.9e-7 in fp32, 6.0e-4 in fp16, 4.9e-3 in bf16, while
 # backpropagating one chunk too few gives 0.64.
@@ -157,7 +156,7 @@ def layout_row(device: torch.device, dtype: torch.dtype | None) -> Row:
         # rounding, parameters whose update is below their own fp32 rounding differ by a whole ulp of the update)
         gaps[dt] = (worst, all(g.get("step_taken", True) for g in got))
     ok = all(w <= LAYOUT_TOL[dt] and taken for dt, (w, taken) in gaps.items())
-    chunk = auto_pos_chunk(LAYOUT["seq_len"], LAYOUT["split_heads"])
+    chunk = LAYOUT["pos_chunk"]
     return Row(f"gradients, chunks {chunk}/{LAYOUT['seq_len']} + head split + kept {list(LAYOUT['keep'])} + batch "
                f"slices of {LAYOUT['batch_slice']}",
                "pass" if ok else "FAIL", "max rel. gap " + ", ".join(

@@ -3,6 +3,7 @@ of positions changes the memory, not the gradients."""
 import pytest
 import torch
 import torch.nn.functional as F
+from model_grads import loss_and_grads, worst_relative
 
 from rev import GPT, GPTConfig, reconstruction_error
 from rev.core.model import auto_pos_chunk
@@ -21,17 +22,10 @@ def _model(trunk: str, pos_chunk, stream: str = "fp64", dtype=torch.float64, n_l
 
 
 def _grads(model: GPT, autocast: bool = False) -> tuple[float, dict[str, torch.Tensor]]:
-    idx = torch.randint(0, V, (3, T), generator=torch.Generator().manual_seed(1))
-    tgt = torch.randint(0, V, (3, T), generator=torch.Generator().manual_seed(2))
-    model.zero_grad(set_to_none=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        loss = model(idx, tgt)
-    loss.backward()
-    return loss.item(), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    return loss_and_grads(model, 3, autocast)
 
 
-def _worst_relative(a: dict, b: dict) -> float:
-    return max(((a[n] - b[n]).norm() / b[n].norm()).item() for n in b)
+_worst_relative = worst_relative
 
 
 @pytest.mark.parametrize("trunk", ["reveuler_rev", "residual_ckpt"])
@@ -94,7 +88,11 @@ def test_chunks_cover_each_position_once():
 
 def test_auto_chunk_rule_and_config():
     assert auto_pos_chunk(512) == 128 and auto_pos_chunk(256) == 64 and auto_pos_chunk(64) == 0
-    assert GPTConfig().positions_per_chunk == 128 and GPTConfig(split_heads=True).positions_per_chunk == 64
+    whole = dict(batch_slice=0)  # the rule above is for the whole batch at once
+    assert GPTConfig(**whole).positions_per_chunk == 128
+    assert GPTConfig(split_heads=True, **whole).positions_per_chunk == 64
+    # with batch slices (the default) a slice bounds the MLP already: chunks only beyond a slice's rows
+    assert GPTConfig().positions_per_chunk == 0 and GPTConfig(seq_len=4096).positions_per_chunk == 1024
     assert auto_pos_chunk(4096, split_heads=True) == 256
     assert GPTConfig(pos_chunk=None).positions_per_chunk == 0 == GPTConfig(pos_chunk=0).positions_per_chunk
     assert GPT(GPTConfig(trunk="residual", n_layer=1)).trunk.blocks[0].pos_chunk == 0  # the baseline stays

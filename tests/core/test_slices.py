@@ -3,6 +3,7 @@ the batch. That changes the memory -- one slice's working set instead of the bat
 import pytest
 import torch
 import torch.nn.functional as F
+from model_grads import loss_and_grads, worst_relative
 
 from rev import GPT, GPTConfig
 from rev.core import reversible
@@ -22,17 +23,10 @@ def _model(trunk: str, batch_slice, stream: str = "fp64", dtype=torch.float64, *
 
 
 def _grads(model: GPT, autocast: bool = False) -> tuple[float, dict[str, torch.Tensor]]:
-    idx = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(1))
-    tgt = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(2))
-    model.zero_grad(set_to_none=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        loss = model(idx, tgt)
-    loss.backward()
-    return loss.item(), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    return loss_and_grads(model, B, autocast)
 
 
-def _worst_relative(a: dict, b: dict) -> float:
-    return max(((a[n] - b[n]).norm() / b[n].norm()).item() for n in b)
+_worst_relative = worst_relative
 
 
 CASES = [("reveuler_rev", {}), ("reveuler_rev", dict(keep=(1,))), ("reveuler_rev", dict(split_heads=True, pos_chunk=5)),
