@@ -17,9 +17,9 @@ MISSING = "—"
 
 
 def format_number(value: Any, sig: int = 4) -> Any:
-    """One cell for display: an integer (or a whole float below 2^53) as an integer with thousands separators
-    from 10,000 up; another float to `sig` significant figures (scientific below 1e-3 or from 1e6 up); NaN or
-    None as a dash; anything else (text, booleans) unchanged."""
+    """One cell for display: an integer, a whole float, or a float with `sig` or more digits before the point as a
+    (rounded) integer, with thousands separators from 10,000 up; another float to `sig` significant figures
+    (scientific below 1e-3); NaN or None as a dash; anything else (text, booleans) unchanged."""
     if value is None or isinstance(value, bool):
         return MISSING if value is None else value
     if isinstance(value, Integral):
@@ -30,9 +30,9 @@ def format_number(value: Any, sig: int = 4) -> Any:
             return MISSING
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
-        if v.is_integer() and abs(v) < 2 ** 53:
-            return _integer(int(v))
-        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e6):
+        if (v.is_integer() or abs(v) >= 10 ** sig) and abs(v) < 2 ** 53:
+            return _integer(round(v))  # `sig` figures or more before the point: the fraction is noise
+        if v != 0 and abs(v) < 1e-3:
             return f"{v:.{sig - 1}e}"
         return f"{v:.{sig}g}"
     return value
