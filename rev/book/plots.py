@@ -302,8 +302,9 @@ def plot_ledger(ledger: pd.DataFrame):
     axes[0].set_title("where one more sequence's memory goes")
     _ledger_bars(axes[1], recomputing)
     axes[1].set_title("the trunks that recompute, on their own scale")
-    axes[1].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, ncol=len(labels), loc="lower center", frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))  # room below the axes for the legend: it covers no bar
     return fig
 
 
