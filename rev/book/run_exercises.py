@@ -17,7 +17,6 @@ from ..core.model import GPTConfig
 from ..core.reversible import RECON_LIMIT
 from ..engine.data import TokenData
 from ..engine.maxbatch import MemoryLine, largest_fitting, static_bytes
-from ..engine.train import TrainConfig, plan_run
 from .screening import LOSS_TIE, choose
 
 
@@ -63,32 +62,7 @@ def check_screening_rule(pick: Callable[[list[dict]], str]) -> str:
            f"tie {LOSS_TIE} nats)."
 
 
-# --- 04: steps from a token budget, and the context-free line ----------------------------------------------
-
-STEP_CASES = [  # (profile, batch_size, train_tokens): defaults, a batch that does not divide, tiny and huge batches
-    ("smoke", None, None), ("smoke", 3, None), ("smoke", 1, None), ("smoke", 8, 2000), ("smoke", 128, None),
-    ("cpu", None, None), ("t4", None, None), ("full", 48, None),
-]
-
-
-def check_step_plan(plan_steps: Callable[[int, int, int, int], tuple[int, int]]) -> str:
-    """04.1: `plan_steps(train_tokens, batch_size, seq_len, warmup_tokens) -> (steps, warmup_steps)` must agree
-    with `rev.engine.train.plan_run`."""
-    from ..engine.profiles import get_profile
-
-    for profile, batch, tokens in STEP_CASES:
-        plan = plan_run(TrainConfig(profile=profile, batch_size=batch, train_tokens=tokens))
-        prof = get_profile(profile)
-        args = (tokens or prof.train_tokens, plan.batch_size, prof.seq_len, prof.warmup_tokens)
-        got = tuple(plan_steps(*args))
-        want = (plan.steps, plan.warmup_steps)
-        where = f"plan_steps{args}"
-        assert got[0] == want[0], (f"{where}: {got[0]} steps, expected {want[0]}. A step consumes batch_size x "
-                                   f"seq_len tokens; a partial last batch is not run (floor division).")
-        assert got[1] == want[1], (f"{where}: {got[1]} warm-up steps, expected {want[1]}. Warm-up tokens become "
-                                   f"steps the same way, but never fewer than 1 and never more than the run's steps.")
-    return f"steps and warm-up steps agree with plan_run on {len(STEP_CASES)} profile/batch/budget cases."
-
+# --- 04: the context-free line ----------------------------------------------------------------------------
 
 def check_unigram_loss(unigram_loss: Callable[[np.ndarray, np.ndarray, int], float]) -> str:
     """04.3: `unigram_loss(train_ids, val_ids, vocab)` must equal `TokenData.unigram_loss` (add-one smoothing)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.reversible import RECON_LIMIT
 from .results import read_log
 
 
@@ -62,31 +61,6 @@ def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, le
         ax.axhline(y, color="k", lw=1, ls=ls, label=f"{label}: {y:.2f}")
     ax.set(xlabel="tokens", ylabel="loss", title=title)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def plot_screening(rows: list[dict]):
-    """Validation loss, speed and reconstruction error of each screening run, one bar each (the fixed stream's
-    error of exactly 0 has no bar on the log axis)."""
-    import matplotlib.pyplot as plt
-
-    names = [r["name"] for r in rows]
-    colors = ["tab:gray" if r["trunk"] == "residual" else ("tab:blue" if r["trunk"].startswith("midpoint")
-                                                           else "tab:orange") for r in rows]
-    val = [r["val_loss"] for r in rows]
-    recon = [r["reconstruction_error"] if r["reconstruction_error"] else float("nan") for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    axes[0].barh(names, val, color=colors)
-    axes[0].set(xlabel="validation loss", xlim=(min(val) * 0.97, max(val) * 1.01))
-    axes[1].barh(names, [r["tokens_per_s"] for r in rows], color=colors)
-    axes[1].set(xlabel="tokens / s")
-    axes[2].barh(names, recon, color=colors)
-    axes[2].axvline(RECON_LIMIT, color="k", ls="--", lw=1, label=f"limit {RECON_LIMIT:g}")
-    axes[2].set(xscale="log", xlabel="relative reconstruction error (log)")
-    axes[2].legend(fontsize=8)
-    for ax in axes[1:]:
-        ax.set_yticklabels([])
     fig.tight_layout()
     return fig
 

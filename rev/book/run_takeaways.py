@@ -14,7 +14,7 @@ from ..core.reversible import RECON_LIMIT
 from ..engine.maxbatch import MaxDepth
 from .results import deep_capped, loss_head_finding, number, stream_reliability, val_loss_at
 from .run_exercises import memory_split
-from .runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio, loss_levels,
+from .runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio,
                    loss_spikes, run_dir_of, speed_ratio_between)
 from .screening import LOSS_TIE, reconstructs
 
@@ -42,19 +42,6 @@ def screening_takeaways(result: dict) -> str:
         + (f"over the {RECON_LIMIT:g} limit: {', '.join(over)}." if over else
            f"every candidate stayed within the {RECON_LIMIT:g} reconstruction limit."),
         f"The assignment runs use `{chosen['trunk']}` with h={chosen['h']:g} on an {chosen['stream']} stream.",
-    ])
-
-
-def baseline_takeaways(run1: dict) -> str:
-    uniform, unigram = loss_levels(run1).values()
-    return _bullets([
-        f"The baseline reached validation loss {run1['final_val_loss']:.3f} after {run1['tokens']:,} tokens "
-        f"({run1['steps']} steps of {run1['batch_size']} x {run1['model_config']['seq_len']} tokens).",
-        f"An untrained model scores the uniform guess ln V = {uniform:.2f}; the baseline ended "
-        f"{unigram - run1['final_val_loss']:+.3f} nats below the context-free line ({unigram:.3f}): positive "
-        f"means it uses context.",
-        f"One training step at batch {run1['batch_size']} peaked at {run1['peak_memory_bytes'] / 2**20:.1f} MiB; "
-        f"it trained at {run1['tokens_per_s']:,.0f} tokens/s.",
     ])
 
 
