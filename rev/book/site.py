@@ -367,6 +367,9 @@ def conf_py(repo_url: str, ref: str) -> str:
         'myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]',
         'nb_execution_mode = "off"',
         "nb_merge_streams = True",
+        # Markdown outputs (computed findings) are parsed as MyST, with the dollar math above, as the cells are: a
+        # finding that writes $2^{29}$ renders as math (commonmark would leave the dollars, and no MathJax loads)
+        'nb_render_markdown_format = "myst"',
         # no widget manager from a CDN: widget outputs were made static already
         "nb_ipywidgets_js = {}",
         'suppress_warnings = ["myst.header", "mystnb.unknown_mime_type"]',
