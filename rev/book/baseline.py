@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 from ..engine.bench import quartiles
 from ..engine.data import TokenData
-from .results import read_log, step_speeds
+from .run_log import read_log, step_speeds
 from .runs import Spread, loss_levels, run_dir_of, run_speed
 
 FASTER, SLOWER, TOO_NOISY = "faster", "slower", "too noisy to tell"

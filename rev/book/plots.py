@@ -14,8 +14,8 @@ import pandas as pd
 from ..core.model import TRUNKS
 from ..core.reversible import RECON_LIMIT
 from .results import (BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
-                      format_value, loss_head_table, main_runs, maxbatch_of, number, read_log, speed_spread,
-                      unigram_loss)
+                      format_value, loss_head_table, main_runs, maxbatch_of, number, unigram_loss)
+from .run_log import read_log, speed_spread
 
 # Colours: blues for the residual baseline, oranges/reds for the reversible runs, grey for screening.
 _COLOURS = {BASE: "#1f77b4", BASE_MAX: "#6baed6", REV: "#d62728", REV_MAX: "#ff7f0e", REV_DEEP: "#8c564b",

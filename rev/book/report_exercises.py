@@ -18,8 +18,9 @@ from ..core.reversible import RECON_LIMIT
 from .report import findings
 from .report_headline import NOISY, compare_speed
 from .results import (BASE, BASE_MAX, COLUMNS, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, loss_and_time,
-                      main_reversible_trunk, main_run, maxbatch_of, read_json_or_note, speed_spread,
+                      main_reversible_trunk, main_run, maxbatch_of, read_json_or_note,
                       stored_bytes_per_layer)
+from .run_log import speed_spread
 from .screening import LOSS_TIE
 
 MAX_BATCH_RUNS = (BASE_MAX, REV_MAX, REV_MAX_STREAM)

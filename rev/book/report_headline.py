@@ -14,7 +14,8 @@ import pandas as pd
 
 from ..engine.files import read_json
 from .results import (BASE, BASE_MAX, MIB, REV, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
-                      main_runs, max_batches_found, maxbatch_of, number, speed_spread)
+                      main_runs, max_batches_found, maxbatch_of, number)
+from .run_log import speed_spread
 from .screening import LOSS_TIE
 
 NOISY = "too noisy to tell on this machine"

@@ -25,12 +25,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..engine.bench import quartiles
 from ..engine.files import read_json
 from ..core.model import is_reversible
 from ..core.reversible import RECON_LIMIT
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS
-from ..engine.train import LOG_FIELDS, untimed_steps
+from .run_log import read_log, val_loss_after_steps, val_loss_at
 
 MIB = 2**20
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
@@ -62,17 +61,6 @@ def read_json_or_note(path: Path, problems: list[str]) -> Any:
     except (OSError, ValueError):
         problems.append(f"{path.parent.name}/{path.name} (unreadable)")
         return None
-
-
-def read_log(run_dir: str | Path) -> pd.DataFrame:
-    """A run's log.csv as numbers (val_loss is NaN except on evaluation steps); empty if there is none."""
-    path = Path(run_dir) / "log.csv"
-    if not path.exists():
-        return pd.DataFrame(columns=LOG_FIELDS, dtype=float)
-    log = pd.read_csv(path)
-    for c in LOG_FIELDS:
-        log[c] = pd.to_numeric(log[c], errors="coerce") if c in log else np.nan
-    return log[LOG_FIELDS]
 
 
 def _origin(profile_dir: Path) -> str:
@@ -256,39 +244,6 @@ def _published_ratio(key: str) -> float | None:
 # -------------------------------------------------------------------------------------------------------------
 # Derived comparisons
 # -------------------------------------------------------------------------------------------------------------
-
-def val_loss_at(run_dir: str | Path, tokens: float, by: str = "tokens") -> float | None:
-    """Validation loss after `tokens` training tokens (`by="step"`: after that many optimizer steps),
-    interpolated linearly between the run's evaluations.
-
-    Two runs with different batches evaluate at different token counts; interpolating puts them on one
-    x value instead of comparing one run's last evaluation with another run's much earlier one.
-    None when the point lies outside the evaluated range.
-    """
-    evals = read_log(run_dir).dropna(subset=["val_loss"]).sort_values(by)
-    if not len(evals):
-        return None
-    t, v = evals[by].to_numpy(float), evals["val_loss"].to_numpy(float)
-    if tokens < t[0] or tokens > t[-1]:
-        return None
-    return float(np.interp(tokens, t, v))
-
-
-def val_loss_after_steps(run_dir: str | Path, steps: float) -> float | None:
-    """Validation loss after `steps` optimizer steps, interpolated between the run's evaluations. Steps taken
-    are counted as tokens seen over tokens per step, whatever the log's step column counts from (`train` logs
-    the step index, 0 first, so its last evaluation is "after `steps` steps" at index steps - 1)."""
-    log = read_log(run_dir)
-    per_step = log["tokens"].diff().dropna()
-    per_step = float(per_step.median()) if len(per_step) else (float(log["tokens"].iloc[0]) if len(log) else 0)
-    evals = log.dropna(subset=["val_loss"]).sort_values("tokens")
-    if not len(evals) or per_step <= 0:
-        return None
-    done, v = evals["tokens"].to_numpy(float) / per_step, evals["val_loss"].to_numpy(float)
-    if steps < done[0] - 1e-9 or steps > done[-1] + 1e-9:
-        return None
-    return float(np.interp(steps, done, v))
-
 
 def view_gaps(views: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     """`max_batch_views(df)` with a `note` column saying why a value is missing: no evaluation at or before the
@@ -574,24 +529,6 @@ def screening_check(df: pd.DataFrame) -> pd.DataFrame:
 # -------------------------------------------------------------------------------------------------------------
 # Timing spread, and a runner-up that differs from the pick
 # -------------------------------------------------------------------------------------------------------------
-
-def step_speeds(run_dir: str | Path) -> np.ndarray:
-    """tokens/s of each timed step in a run's log.csv. The first steps are left out as `train` leaves them out of
-    the summary's tokens/s (`rev.engine.train.untimed_steps`), so the spread describes the steps the summary
-    averages."""
-    v = read_log(run_dir)["tokens_per_s"].dropna().to_numpy(float)
-    return v[untimed_steps(len(v)):] if len(v) else v
-
-
-def speed_spread(run_dir: str | Path) -> tuple[float, float, float] | None:
-    """(lower quartile, median, upper quartile) of a run's per-step tokens/s (`step_speeds`); None with fewer than
-    two timed steps, where no spread was recorded."""
-    v = step_speeds(run_dir)
-    if len(v) < 2:
-        return None
-    lo, hi = quartiles(list(v))
-    return float(lo), float(np.median(v)), float(hi)
-
 
 def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT) -> dict | None:
     """The screening row to train as the runner-up: the lowest validation loss among the reversible candidates that

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .results import read_log
+from .run_log import read_log
 
 
 class LiveLoss:

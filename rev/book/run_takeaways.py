@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ..core.reversible import RECON_LIMIT
 from ..engine.maxbatch import MaxDepth
-from .results import deep_capped, loss_head_finding, number, stream_reliability, val_loss_at
+from .results import deep_capped, loss_head_finding, number, stream_reliability
+from .run_log import val_loss_at
 from .run_exercises import memory_split
 from .runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio,
                    loss_spikes, run_dir_of, speed_ratio_between)

@@ -17,7 +17,7 @@ from ..engine.bench import quartiles
 from ..engine.files import read_json
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
 from ..engine.train import TrainConfig, train
-from .results import read_log, step_speeds
+from .run_log import read_log, step_speeds
 from .run_plots import LiveLoss
 
 RUN3B, RUNNER_UP = EXTRA_RUNS

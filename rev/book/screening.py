@@ -295,7 +295,7 @@ def plot_screening_curves(runs: dict[str, str | Path], title: str = "screening r
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from .results import read_log
+    from .run_log import read_log
 
     cmap = plt.get_cmap("tab10" if len(runs) <= 10 else "tab20")
     fig, ax = plt.subplots(figsize=(11, 4.5))

@@ -9,7 +9,8 @@ from rev.book import report
 from rev.book.companions import companion_findings
 from rev.book.report_exercises import race_answer
 from rev.book.report_headline import NOISY, headline_lines, limits, throughput_caveat
-from rev.book.results import distinct_runner_up, load_runs, speed_spread
+from rev.book.results import distinct_runner_up, load_runs
+from rev.book.run_log import speed_spread
 
 PROFILE = "smoke"
 SEQ = 64

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from rev.book import run_takeaways as T
-from rev.book.results import load_runs, max_batch_views, val_loss_after_steps, view_gaps
+from rev.book.results import load_runs, max_batch_views, view_gaps
+from rev.book.run_log import val_loss_after_steps
 from rev.book.runs import loss_spikes, run_speed, speed_ratio_between, summary_table
 from rev.book.tables import tidy
 from rev.core.model import GPTConfig
