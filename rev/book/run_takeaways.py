@@ -17,9 +17,7 @@ from .run_log import val_loss_at
 from .run_exercises import memory_split
 from .runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio,
                    loss_spikes, run_dir_of, speed_ratio_between)
-from .screening import LOSS_TIE, reconstructs
-
-TOO_NOISY = "too noisy to tell on this machine"
+from .screening import LOSS_TIE, TOO_NOISY, reconstructs
 
 
 # --- takeaways: Markdown computed from the results --------------------------------------------------------
@@ -33,12 +31,17 @@ def screening_takeaways(result: dict) -> str:
     base = next(r for r in rows if r["trunk"] == "residual")
     rev = [r for r in rows if r["trunk"] != "residual"]
     best = min(rev, key=lambda r: r["val_loss"])
+    tied = [r for r in rev if r["val_loss"] <= best["val_loss"] + LOSS_TIE]
+    gap = best["val_loss"] - base["val_loss"]
     fixed = [r for r in rev if r["stream"] == "fixed"]
     exact = sum(r["reconstruction_error"] == 0 for r in fixed)
     over = [r["name"] for r in rev if not reconstructs(r)]
     return _bullets([
-        f"Best reversible candidate: `{best['name']}` at {best['val_loss']:.3f} vs the baseline's "
-        f"{base['val_loss']:.3f} ({best['val_loss'] - base['val_loss']:+.3f} nats) after {result['tokens']:,} tokens.",
+        f"Lowest reversible loss: `{best['name']}` at {best['val_loss']:.3f} after {result['tokens']:,} tokens"
+        + (f", tied (within {LOSS_TIE} nats) with {len(tied) - 1} other candidate(s), which one seed cannot order"
+           if len(tied) > 1 else f", ahead of every other candidate by more than the {LOSS_TIE}-nat tie")
+        + f"; against the baseline's {base['val_loss']:.3f} ({gap:+.3f} nats) "
+        + ("a tie." if abs(gap) <= LOSS_TIE else "behind." if gap > 0 else "ahead."),
         f"Fixed-point streams rebuilt their input exactly in {exact} of {len(fixed)} runs; "
         + (f"over the {RECON_LIMIT:g} limit: {', '.join(over)}." if over else
            f"every candidate stayed within the {RECON_LIMIT:g} reconstruction limit."),

@@ -15,7 +15,7 @@ from ..core.model import is_reversible
 from ..core.reversible import RECON_LIMIT
 from ..engine.files import read_json, write_json
 from ..engine.profiles import ProfileLike, get_profile
-from .runs import RUNNER_UP, profile_dir, run_speed, train_run
+from .runs import profile_dir, run_speed, train_run
 
 LOSS_TIE = 0.02           # validation losses closer than this (nats) count as a tie
 
@@ -205,28 +205,6 @@ def screening_rule(profile: ProfileLike) -> str:
             f"stream goes first, then the faster one. The rule sees {prof.screening_fraction:.0%} of the budget: a "
             f"candidate that learns more slowly early but ends lower (or fits a larger batch) is invisible to it, "
             f"which notebook 07 checks against the runner-up trained on the full budget.")
-
-
-def runner_up(rows: list[dict], recon_limit: float = RECON_LIMIT) -> dict | None:
-    """The second reversible candidate under the rule: the lowest validation loss among those that reconstruct
-    within `recon_limit`, other than `choose`'s pick (None when there is no other)."""
-    ok = [r for r in rows if reconstructs(r, recon_limit)]
-    if len(ok) < 2:
-        return None
-    pick = _pick(_tied(ok))
-    return min((r for r in ok if r is not pick), key=lambda r: r["val_loss"])
-
-
-def train_runner_up(profile: ProfileLike, results: str | Path = "results", data_dir: str | Path = "data", seed: int = 0,
-                    live: bool = False) -> dict | None:
-    """The screening's runner-up trained like run 2 (the profile's batch and token budget), so the choice can
-    be checked at the full budget; None when the screening has not run or had no runner-up."""
-    path = profile_dir(results, profile) / "screening.json"
-    second = runner_up(read_json(path)["runs"]) if path.exists() else None
-    if second is None:
-        return None
-    return train_run(RUNNER_UP, profile, results, data_dir, live=live, seed=seed, trunk=second["trunk"],
-                     h=second["h"], stream=second["stream"])
 
 
 def chosen_reversible(profile: ProfileLike, results: str | Path = "results") -> tuple[dict, str]:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from rev.book import report
-from rev.book.results import (load_runs, loss_head_finding, loss_head_table, max_batch_views, screening_check,
+from rev.book.results import (distinct_runner_up, load_runs, loss_head_finding, loss_head_table, max_batch_views, screening_check,
                               stream_reliability, stream_runs)
-from rev.book.screening import ASSIGNMENT_FINAL, runner_up, screening_candidates, screening_rule
+from rev.book.screening import ASSIGNMENT_FINAL, screening_candidates, screening_rule
 from rev.book.searches import loss_head_ablation, max_batch_budget_tokens, other_stream
 from rev.core.loss import LOSS_HEADS
 from rev.core.reversible import RECON_LIMIT
@@ -83,7 +83,9 @@ def test_screening_check_puts_the_pick_beside_the_runner_up(results):
     rows = [{"name": n, "trunk": t, "h": 1.0, "stream": s, "val_loss": v, "tokens_per_s": 1, "reconstruction_error": e}
             for n, t, s, v, e in (("base", "residual", "fp32", 1.0, None), ("a", "reveuler_rev", "fp32", 2.0, 1e-6),
                                   ("b", "midpoint_rev", "fp32", 2.1, 1e-6), ("c", "reveuler_rev", "fp64", 1.5, 1.0))]
-    assert runner_up(rows)["name"] == "b" and runner_up(rows[:2]) is None  # c fails the limit
+    chosen = {"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"}
+    assert distinct_runner_up({"runs": rows, "chosen": chosen})["name"] == "b"   # c fails the limit, a is the pick
+    assert distinct_runner_up({"runs": rows[:2], "chosen": chosen}) is None
 
 
 @pytest.mark.slow  # six measured max-batch searches (a few seconds on an idle CPU)
