@@ -107,11 +107,24 @@ def test_drift_lesson_reads_the_table():
     assert "slower than linearly" in slow and "not the same curve" in slow and "NOT exact" in slow
 
 
+def test_takeaways_say_when_the_fixed_stream_missed():
+    import pandas as pd
+
+    errors = pd.DataFrame({"tensor": ["output", "input x", "block 0: F.0.weight"], "rel_error": [0.0, 1e-16, 2e-16]})
+    evaluations = {"memory-free Function": 4.0, "stored twin": 2.0}
+    flat = _memory([100, 100, 100], [200, 800, 3200])
+    exact = buildit.takeaways(errors, _drift([1e-7, 1e-6, 1e-5, 1e-4], [1e-16] * 4, [0] * 4), flat, evaluations, errors)
+    assert "the fixed stream is exact at every depth." in exact and "True" not in exact
+    missed = buildit.takeaways(errors, _drift([1e-7, 1e-6, 1e-5, 1e-4], [1e-16] * 4, [0, 0, 1e-9, 0]), flat,
+                               evaluations, errors)
+    assert "the fixed stream missed at some depth" in missed and "exact at every depth" not in missed
+
+
 def test_exercise_3_measured_and_takeaway_follow_the_numbers():
     drift = _drift([1e-7, 1e-5, 1e-3, 5e-2], [1e-16, 1e-14, 1e-12, 1e-10], [0, 0, 0, 0], depths=(1, 16, 32, 64))
     flat = _memory([100, 100, 100], [200, 800, 3200])
     text = buildit.exercise_3_measured(drift, flat, limit=1e-2)
     assert "fp32 5.0e-02 (ABOVE `RECON_LIMIT`" in text and "fixed exactly 0, bit for bit" in text
     assert "32.0x the Function's: roughly 32" in text
-    assert "in between" in buildit.exercise_3_measured(drift, _memory([100, 100, 100], [120, 300, 900]), 1e-2)
+    assert "in between 1 and 32" in buildit.exercise_3_measured(drift, _memory([100, 100, 100], [120, 300, 900]), 1e-2)
     assert buildit.memory_is_flat(flat) and not buildit.memory_is_flat(_memory([100, 400, 1600], [200, 800, 3200]))

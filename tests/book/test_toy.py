@@ -220,7 +220,11 @@ def test_takeaways_and_figures_from_small_runs(field, x0):
     one = {s: toy.add_sub_check(s, 1.0, 2000) for s in toy.STREAMS}
     text = takeaways(toy.euler_defect(field, x0, [1e-3, 1e-2]), {"fp64": [1e-17], "fixed": [0.0]}, one, depth, step,
                      decay, osc, "smoke", 1.0)
-    assert text.count("\n- ") == 5 and "exactly 0 at every depth = True" in text and "nan" not in text
+    assert text.count("\n- ") == 5 and "exactly 0 at every depth and every h" in text and "nan" not in text
+    depth["leapfrog", "fixed"].measured[-1] = 1e-9   # a fixed walk that missed: the text must say so
+    text = takeaways(toy.euler_defect(field, x0, [1e-3, 1e-2]), {"fp64": [1e-17], "fixed": [0.0]}, one, depth, step,
+                     decay, osc, "smoke", 1.0)
+    assert "not exactly 0 at some depth (" in text and "every h" not in text
     for fig in (toy_plots.band_panels(depth), toy_plots.band_panels(step),
                 toy_plots.parasitic_figure(decay, osc, [decay])):
         assert len(fig.axes) >= 2
