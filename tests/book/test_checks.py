@@ -104,6 +104,17 @@ def test_tests_dir_and_profile_selection():
             assert (checks.tests_dir() / file).is_file()
 
 
+def test_what_a_test_checks_is_its_first_sentence_whole():
+    doc = """On the exact stream the rebuilt states are bit-identical, so a backward
+    must give the stored twin's gradients to rounding. Second sentence.
+
+    A paragraph."""
+    assert checks._first_sentence(doc) == ("On the exact stream the rebuilt states are bit-identical, so a backward "
+                                           "must give the stored twin's gradients to rounding.")
+    assert checks._first_sentence("No full stop\nover two lines") == "No full stop over two lines"
+    assert checks._first_sentence(None) == ""
+
+
 def test_readable_name():
     assert checks.readable_name("test_memory_is_flat[a-1]") == "Memory is flat"
 
