@@ -40,8 +40,9 @@ def screening_takeaways(result: dict) -> str:
         f"Lowest reversible loss: `{best['name']}` at {best['val_loss']:.3f} after {result['tokens']:,} tokens"
         + (f", tied (within {LOSS_TIE} nats) with {len(tied) - 1} other candidate(s), which one seed cannot order"
            if len(tied) > 1 else f", ahead of every other candidate by more than the {LOSS_TIE}-nat tie")
-        + f"; against the baseline's {base['val_loss']:.3f} ({gap:+.3f} nats) "
-        + ("a tie." if abs(gap) <= LOSS_TIE else "behind." if gap > 0 else "ahead."),
+        + f"; against the baseline's {base['val_loss']:.3f}, "
+        + (f"a tie ({gap:+.3f} nats)." if abs(gap) <= LOSS_TIE else f"{abs(gap):.3f} nats "
+           + ("behind." if gap > 0 else "ahead.")),
         f"Fixed-point streams rebuilt their input exactly in {exact} of {len(fixed)} runs; "
         + (f"over the {RECON_LIMIT:g} limit: {', '.join(over)}." if over else
            f"every candidate stayed within the {RECON_LIMIT:g} reconstruction limit."),

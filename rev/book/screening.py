@@ -69,7 +69,9 @@ def screen(profile: ProfileLike, results: str | Path = "results", data_dir: str 
                       trunk=c.trunk, h=c.h, stream=c.stream, train_tokens=tokens)
         speed = run_speed(s)
         rows.append({"name": c.name, "trunk": c.trunk, "h": c.h, "stream": c.stream,
-                     "val_loss": s["final_val_loss"], "tokens_per_s": s["tokens_per_s"],
+                     # the median step, inside its quartiles; the whole run's mean is pulled down by a few slow
+                     # steps (load on a shared machine) and can fall below its own lower quartile
+                     "val_loss": s["final_val_loss"], "tokens_per_s": speed.value if speed else s["tokens_per_s"],
                      "tokens_per_s_q1": speed.lo if speed else None, "tokens_per_s_q3": speed.hi if speed else None,
                      "reconstruction_error": s["reconstruction_error"], "tokens": s["tokens"]})
     chosen, reason = choose(rows)
@@ -98,9 +100,9 @@ TOO_NOISY = "too noisy to tell on this machine"
 
 
 def speed_text(row: dict) -> str:
-    """A candidate's tokens/s with the quartiles of its steps when they were recorded."""
+    """A candidate's tokens/s (its median step) with the quartiles of its steps when they were recorded."""
     q1, q3 = row.get("tokens_per_s_q1"), row.get("tokens_per_s_q3")
-    spread = f" (steps' quartiles {q1:,.0f}-{q3:,.0f})" if q1 is not None and q3 is not None else ""
+    spread = f" (median step; quartiles {q1:,.0f}-{q3:,.0f})" if q1 is not None and q3 is not None else ""
     return f"{row['tokens_per_s']:,.0f} tokens/s{spread}"
 
 
@@ -241,10 +243,10 @@ def plot_screening_bars(rows: list[dict], recon_limit: float = RECON_LIMIT):
                                                  max(val) + 0.25 * (max(val) - min(val) + 0.01)))
     speed = [r["tokens_per_s"] for r in rows]
     axes[1].barh(y, speed, color=colours, alpha=0.8)
-    for i, r in enumerate(rows):  # the whole run's figure need not lie inside its steps' quartiles: drawn apart
+    for i, r in enumerate(rows):
         if r.get("tokens_per_s_q1") is not None and r.get("tokens_per_s_q3") is not None:
             axes[1].plot([r["tokens_per_s_q1"], r["tokens_per_s_q3"]], [i, i], "|-", color="k", lw=1.5, ms=10)
-    axes[1].set(xlabel="tokens / s: whole run (bar), its steps' quartiles (black line)")
+    axes[1].set(xlabel="tokens / s: median step (bar), steps' quartiles (black line)")
     errors = [r["reconstruction_error"] for r in rows]
     positive = [e for e in errors if e]
     floor = min(positive + [recon_limit]) / 30

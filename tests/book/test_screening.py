@@ -32,7 +32,7 @@ def _rows(q_fast: tuple[float, float] | None, q_slow: tuple[float, float] | None
 def test_reason_and_why_say_when_the_speed_difference_is_noise():
     clear = _rows((950, 1050), (750, 850))
     chosen, reason = screening.choose(clear)
-    assert chosen["trunk"] == "reveuler_rev" and "1,000 tokens/s (steps' quartiles 950-1,050)" in reason
+    assert chosen["trunk"] == "reveuler_rev" and "1,000 tokens/s (median step; quartiles 950-1,050)" in reason
     assert screening.TOO_NOISY not in reason
     why = screening.screening_verdicts(clear)["why"]
     assert why["fast"] == "picked: the fastest fp32-stream candidate in the tie"
