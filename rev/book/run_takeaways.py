@@ -62,8 +62,9 @@ def speed_verdict(ratio: Spread, a: str, b: str) -> str:
     return f"{TOO_NOISY} whether {a} is slower or faster than {b}: {ratio.text()} covers 1"
 
 
-def against_prediction(ratio: Spread, predicted: float) -> str:
-    """Whether a measured speed ratio (reversible / stored) agrees with the cost model's `predicted` one."""
+def against_prediction(ratio: Spread, predicted: float, stream: str = "fp32") -> str:
+    """Whether a measured speed ratio (reversible / stored, the reversible trunk on `stream`) agrees with the cost
+    model's `predicted` one."""
     p = f"the prediction {predicted:.2f}"
     if ratio.covers(predicted):
         if ratio.covers(1.0):
@@ -71,8 +72,9 @@ def against_prediction(ratio: Spread, predicted: float) -> str:
         return f"{p} lies inside the spread: the cost model holds on this machine"
     if ratio.hi < predicted:
         return (f"below {p} even at the top of its spread: the reversible step costs more than its extra FLOPs "
-                f"(its backward walks the layers one at a time on small tensors and converts the stream, work a "
-                f"FLOP count leaves out)")
+                f"(its backward walks the layers one at a time on small tensors"
+                + ("" if stream == "fp32" else f" and converts each block's input from its {stream} stream")
+                + ", work a FLOP count leaves out)")
     if ratio.lo > 1:
         return (f"above {p} and above 1, though the reversible trunk does strictly more arithmetic: on this machine "
                 f"something other than arithmetic (memory traffic, the allocator, other load) set the step time")
@@ -119,11 +121,13 @@ class SameBatchSpeed:
     predicted: float
     bench: Spread | None
     runs: Spread | None
+    stream: str = "fp32"   # the reversible trunk's stream: conversions cost time only off fp32
 
 
 def same_batch_speed(predicted: float, bench: dict | None, trunk: str, run1: dict, run2: dict) -> SameBatchSpeed:
     """The three speed ratios of notebook 05 (`bench`: a `bench_trunks` result with residual and `trunk`)."""
-    return SameBatchSpeed(predicted, bench_ratio(bench, trunk) if bench else None, speed_ratio_between(run2, run1))
+    return SameBatchSpeed(predicted, bench_ratio(bench, trunk) if bench else None, speed_ratio_between(run2, run1),
+                          run2.get("stream", "fp32"))
 
 
 def speed_table(speed: SameBatchSpeed):
@@ -145,10 +149,10 @@ def speed_finding(speed: SameBatchSpeed) -> str:
     if speed.bench is not None:
         lines.append(f"Interleaved bench, the fair measurement ({speed.bench.n} rounds, one step of each trunk in "
                      f"turn): {speed_verdict(speed.bench, 'the reversible step', 'the stored one')}; "
-                     f"{against_prediction(speed.bench, speed.predicted)}.")
+                     f"{against_prediction(speed.bench, speed.predicted, speed.stream)}.")
     if speed.runs is not None:
         if speed.bench is None:
-            lines.append(f"The training runs: {speed.runs.text()}; {against_prediction(speed.runs, speed.predicted)} "
+            lines.append(f"The training runs: {speed.runs.text()}; {against_prediction(speed.runs, speed.predicted, speed.stream)} "
                          f"(their steps were not interleaved: load that changed between them is in this ratio).")
         else:
             lines.append(runs_against_bench(speed.runs, speed.bench))
@@ -168,7 +172,7 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
                "load; the bench is the fair one."))
         verdict = speed_verdict(fair, "the reversible step", "the stored one")
         speed_line = (f"Speed, from the interleaved bench: {verdict}; "
-                      f"{against_prediction(fair, speed.predicted)}.{agree}")
+                      f"{against_prediction(fair, speed.predicted, speed.stream)}.{agree}")
     else:
         ratio = speed.runs if speed is not None else speed_ratio_between(run2, run1)
         speed_line = (f"Speed, from the training runs alone (not interleaved, so load that changed between them is in "

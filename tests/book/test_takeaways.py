@@ -82,6 +82,9 @@ def test_the_speed_verdict_follows_the_bench_and_its_spread(tmp_path):
     agreeing = T.same_batch_speed(0.8, bench([1.0] * 9, [1.0 / 0.46] * 9), "reveuler_rev", run1, run2)
     assert "consistent with the bench" in T.speed_finding(agreeing)
     assert "below the prediction" in T.speed_finding(agreeing)   # 0.46 < 0.8 at the top of its spread
+    assert "converts" not in T.speed_finding(agreeing)           # an fp32 stream converts nothing
+    on_fixed = T.SameBatchSpeed(0.8, agreeing.bench, agreeing.runs, "fixed")
+    assert "converts each block's input from its fixed stream" in T.speed_finding(on_fixed)
     assert len(set(texts.values())) == 3
 
 
