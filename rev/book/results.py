@@ -30,6 +30,7 @@ from ..core.model import is_reversible
 from ..core.reversible import RECON_LIMIT
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS
 from .run_log import read_log, val_loss_after_steps, val_loss_at
+from .screening import _pick, _tied
 
 MIB = 2**20
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
@@ -531,10 +532,10 @@ def screening_check(df: pd.DataFrame) -> pd.DataFrame:
 # -------------------------------------------------------------------------------------------------------------
 
 def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT) -> dict | None:
-    """The screening row to train as the runner-up: the lowest validation loss among the reversible candidates that
-    reconstruct within `recon_limit` and differ from the chosen one in trunk or step size h (an fp32 stream first,
-    then the faster, on a tie). A candidate that differs only in its stream trains the same blocks from the same
-    start -- the stream changes how the trunk's state is held and inverted, not the function -- so its loss at the
+    """The screening row to train as the runner-up, picked by `screening.choose`'s own rule (the lowest validation
+    loss; within `LOSS_TIE` of it an fp32 stream first, then the faster) among the reversible candidates that
+    reconstruct within `recon_limit` and differ from the chosen one in trunk or step size h. A candidate that differs
+    only in its stream trains the same blocks from the same start -- the stream changes how the trunk's state is held and inverted, not the function -- so its loss at the
     full budget is the pick's to rounding, and training it (minutes on a CPU) would check nothing."""
     chosen = (screening or {}).get("chosen") or {}
     def same(r: dict) -> bool:
@@ -543,5 +544,6 @@ def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT)
     ok = [r for r in (screening or {}).get("runs") or [] if is_reversible(r.get("trunk", "residual"))
           and number(r.get("reconstruction_error")) is not None and r["reconstruction_error"] <= recon_limit
           and number(r.get("val_loss")) is not None and not same(r)]
-    return min(ok, key=lambda r: (r["val_loss"], r.get("stream") != "fp32", -(r.get("tokens_per_s") or 0)),
-               default=None)
+    if not ok:
+        return None
+    return _pick(_tied([{**r, "tokens_per_s": r.get("tokens_per_s") or 0} for r in ok]))

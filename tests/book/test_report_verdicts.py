@@ -189,8 +189,11 @@ def test_the_runner_up_differs_from_the_pick_in_trunk_or_h():
     screening = {"chosen": {"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"},
                  "runs": [row("pick", "reveuler_rev", 1.0, "fp32", 1.534),
                           row("twin", "reveuler_rev", 1.0, "fixed", 1.534),
-                          row("mid", "midpoint_rev", 0.5, "fp32", 1.60), row("half", "reveuler_rev", 0.5, "fp32", 1.58),
+                          row("mid", "midpoint_rev", 0.5, "fp32", 1.61), row("half", "reveuler_rev", 0.5, "fp32", 1.58),
                           {**row("bad", "midpoint_rev", 0.25, "fp32", 1.0), "reconstruction_error": 1.0}]}
     assert distinct_runner_up(screening)["name"] == "half"        # not the twin on another stream, not the bad one
+    # within LOSS_TIE of the lowest, the screening's rule: an fp32 stream before a lower loss on the fixed stream
+    tied = {**screening, "runs": screening["runs"] + [row("half_fixed", "reveuler_rev", 0.5, "fixed", 1.575)]}
+    assert distinct_runner_up(tied)["name"] == "half"
     screening["runs"] = screening["runs"][:2]
     assert distinct_runner_up(screening) is None
