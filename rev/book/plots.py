@@ -119,11 +119,11 @@ def plot_val_loss(df: pd.DataFrame):
 
 
 def plot_tokens_per_s(df: pd.DataFrame):
-    """Training throughput of each main run: the bar is the run's tokens/s over its timed steps, the whisker its
-    per-step median and interquartile range (from log.csv). Runs timed one after another under different load
+    """Training throughput of each main run: the bar is the run's tokens/s (its median timed step where the log has
+    the steps), the whisker its per-step interquartile range (from log.csv). Runs timed one after another under different load
     are not comparable beyond what the whiskers allow, so the whiskers are drawn wherever the log has them."""
     runs = main_runs(df)
-    fig = _bars(runs, "tokens_per_s", "training throughput (bar: mean over the timed steps)", "tokens/s",
+    fig = _bars(runs, "tokens_per_s", "training throughput (bar: median step)", "tokens/s",
                 "{:,.0f}", "no throughput yet")
     present = runs[pd.to_numeric(runs["tokens_per_s"], errors="coerce").notna()] if len(runs) else runs
     spreads = [(x, speed_spread(p)) for x, p in enumerate(present["path"]) if p]

@@ -393,15 +393,20 @@ def reconstruction_summary(df: pd.DataFrame) -> str:
 
 
 def loss_and_time_summary(table: pd.DataFrame) -> str:
-    """Markdown: which run of `results.loss_and_time` ended lowest and which finished its tokens first."""
-    loss, time = table.dropna(subset=["final_val_loss"]), table.dropna(subset=["train_seconds"])
+    """Markdown: which run of `results.loss_and_time` was lowest at the shared token count, and which took the
+    fewest seconds to train on it."""
+    loss, time = table.dropna(subset=["val_loss"]), table.dropna(subset=["train_seconds"])
     if not len(loss) or not len(time):
         return "Not enough finished main runs to compare yet."
     low, fast = loss.iloc[0], time.loc[time["train_seconds"].idxmin()]
     seconds = format_value(low["train_seconds"], "{:.1f}")
-    return (f"Lowest final validation loss: **{low['label']}** ({low['final_val_loss']:.3f} after "
-            f"{low['tokens']:,.0f} tokens, {seconds} s of training). Fewest seconds for its tokens: "
-            f"**{fast['label']}** ({fast['train_seconds']:.1f} s, ending at {fast['final_val_loss']:.3f}).")
+    longer = table[table["trained_tokens"] > 1.02 * table["tokens"]]
+    note = (f" ({', '.join(longer['label'])} trained on more and {'is' if len(longer) == 1 else 'are'} read at this "
+            f"count from {'its' if len(longer) == 1 else 'their'} log, mid-way through {'its' if len(longer) == 1 else 'their'} schedule)"
+            if len(longer) else "")
+    return (f"At {low['tokens']:,.0f} tokens{note}: lowest validation loss **{low['label']}** ({low['val_loss']:.3f}, "
+            f"{seconds} s of training). Fewest seconds for those tokens: **{fast['label']}** "
+            f"({fast['train_seconds']:.1f} s, at {format_value(fast['val_loss'], '{:.3f}')}).")
 
 
 # -------------------------------------------------------------------------------------------------------------

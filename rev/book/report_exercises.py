@@ -124,31 +124,31 @@ def _held(ok: bool) -> str:
 
 def _deep_lowest(race: pd.DataFrame) -> str | None:
     """Prediction: the deep reversible model ends lowest per token."""
-    loss = race.dropna(subset=["final_val_loss"])
+    loss = race.dropna(subset=["val_loss"])
     if REV_DEEP not in set(loss["run"]) or not len(loss):
         return None
     low, deep = loss.iloc[0], loss.set_index("run").loc[REV_DEEP]
     if low["run"] == REV_DEEP:
-        return f"The deep run ends lowest per token: {_held(True)} ({deep['final_val_loss']:.3f})."
-    gap = deep["final_val_loss"] - low["final_val_loss"]
+        return f"The deep run ends lowest per token: {_held(True)} ({deep['val_loss']:.3f})."
+    gap = deep["val_loss"] - low["val_loss"]
     tie = (f", within the {LOSS_TIE}-nat tie margin: a tie on one seed, not a clear loss" if gap <= LOSS_TIE
            else ": more layers did not pay on this token budget")
-    return (f"The deep run ends lowest per token: {_held(False)}. The lowest is {low['label']} "
-            f"({low['final_val_loss']:.3f}); the deep run ended at {deep['final_val_loss']:.3f}, {gap:+.3f}{tie}.")
+    return (f"The deep run ends lowest per token: {_held(False)}. At {low['tokens']:,.0f} tokens the lowest is "
+            f"{low['label']} ({low['val_loss']:.3f}); the deep run ended at {deep['val_loss']:.3f}, {gap:+.3f}{tie}.")
 
 
-def _max_batch_higher(df: pd.DataFrame) -> str | None:
+def _max_batch_higher(race: pd.DataFrame) -> str | None:
     """Prediction: at a fixed token budget a run at its max batch ends higher than the same trunk at the
-    profile's batch (fewer, larger steps)."""
-    pairs = [(main_run(df, m), main_run(df, s)) for m, s in ((BASE_MAX, BASE), (REV_MAX, REV))]
-    pairs = [(m, s) for m, s in pairs if m is not None and s is not None
-             and pd.notna(m["final_val_loss"]) and pd.notna(s["final_val_loss"])]
+    profile's batch (fewer, larger steps), both read at the token count of `race`."""
+    at = race.set_index("run")
+    pairs = [(at.loc[m], at.loc[s]) for m, s in ((BASE_MAX, BASE), (REV_MAX, REV))
+             if m in at.index and s in at.index and pd.notna(at.loc[m, "val_loss"]) and pd.notna(at.loc[s, "val_loss"])]
     if not pairs:
         return None
-    each = [(m, s, float(m["final_val_loss"]) > float(s["final_val_loss"])) for m, s in pairs]
-    return ("The max-batch runs end higher than the same trunk at the profile's batch: "
-            + _held(all(h for *_, h in each)) + " ("
-            + "; ".join(f"{m['label']} {m['final_val_loss']:.3f} against {s['label']} {s['final_val_loss']:.3f}, "
+    each = [(m, s, float(m["val_loss"]) > float(s["val_loss"])) for m, s in pairs]
+    return (f"At {int(race['tokens'].iloc[0]):,} tokens the max-batch runs are higher than the same trunk at the "
+            f"profile's batch: " + _held(all(h for *_, h in each)) + " ("
+            + "; ".join(f"{m['label']} {m['val_loss']:.3f} against {s['label']} {s['val_loss']:.3f}, "
                         f"{'higher' if h else 'not higher'}" for m, s, h in each) + ").")
 
 
@@ -169,7 +169,8 @@ def _max_batch_fastest(df: pd.DataFrame, race: pd.DataFrame) -> str | None:
     a, b = _seconds_range(df, fast), _seconds_range(df, second)
     # the spread decides the verdict only when the two fastest runs fall on opposite sides of the prediction
     noisy = a is not None and b is not None and a[1] >= b[0] and ok != (second["run"] in MAX_BATCH_RUNS)
-    out = (f"A max-batch run takes the fewest seconds: {NOISY if noisy else _held(ok)}. Fewest: {fast['label']} "
+    out = (f"A max-batch run takes the fewest seconds for {int(fast['tokens']):,} tokens: "
+           f"{NOISY if noisy else _held(ok)}. Fewest: {fast['label']} "
            f"({fast['train_seconds']:.1f} s), then {second['label']} ({second['train_seconds']:.1f} s).")
     if noisy:
         out += (f" At their per-step quartile speeds those would take {a[0]:.1f}-{a[1]:.1f} s and {b[0]:.1f}-"
@@ -193,7 +194,7 @@ def race_answer(df: pd.DataFrame) -> str:
     """Markdown for exercise 07.1: each prediction of the model answer beside this run's measurement, and whether
     it held; a prediction whose runs are missing is left out."""
     race = loss_and_time(df)
-    lines = [s for s in (_deep_lowest(race), _max_batch_higher(df), _max_batch_fastest(df, race),
+    lines = [s for s in (_deep_lowest(race), _max_batch_higher(race), _max_batch_fastest(df, race),
                          _reversible_slower(df)) if s]
     if not lines:
         return "Not enough finished main runs to check the predictions yet."

@@ -39,7 +39,8 @@ Quartiles = tuple[float, float, float]
 
 @dataclass(frozen=True)
 class SpeedComparison:
-    """Two runs' tokens/s (the summaries' means over the timed steps) with each run's per-step quartiles."""
+    """Two runs' tokens/s (`load_runs`' column: the median step where the log has the steps) with each run's
+    per-step quartiles."""
     base: float
     rev: float
     base_q: Quartiles | None
@@ -59,10 +60,13 @@ class SpeedComparison:
 
     @property
     def verdict(self) -> str:
-        """"slower", "faster" or `NOISY` ("slower"/"faster" alone when no spread was recorded)."""
+        """"slower", "faster" or `NOISY` ("slower"/"faster" alone when no spread was recorded). With a spread
+        the direction is read from the quartiles that do not overlap."""
         if self.noisy:
             return NOISY
-        return "slower" if self.rev < self.base else "faster"
+        if self.noisy is None:
+            return "slower" if self.rev < self.base else "faster"
+        return "slower" if self.rev_q[2] < self.base_q[0] else "faster"
 
     def spread_text(self) -> str:
         if self.base_q is None or self.rev_q is None:

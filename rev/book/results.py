@@ -29,7 +29,7 @@ from ..engine.files import read_json
 from ..core.model import is_reversible
 from ..core.reversible import RECON_LIMIT
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS
-from .run_log import read_log, val_loss_after_steps, val_loss_at
+from .run_log import read_log, speed_spread, val_loss_after_steps, val_loss_at
 from .screening import _pick, _tied
 
 MIB = 2**20
@@ -103,6 +103,11 @@ def _run_row(run_dir: Path, problems: list[str]) -> dict | None:
         return None
     row["run"] = run_dir.name
     row["path"] = str(run_dir)
+    # tokens/s is the median timed step wherever the log has the steps: a mean over a run with a few slow steps
+    # (a busy machine) can fall below its own lower quartile, and every table, bar and verdict reads this column
+    spread = speed_spread(run_dir)
+    if spread is not None:
+        row["tokens_per_s"] = spread[1]
     return row
 
 
@@ -381,17 +386,29 @@ def headline(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
 
 
 def loss_and_time(df: pd.DataFrame) -> pd.DataFrame:
-    """Per main run: the tokens it trained on, its final validation loss, and the seconds of training that took
-    (tokens / tokens_per_s: optimizer steps only, evaluation left out), sorted by final validation loss."""
-    rows = []
-    for _, r in main_runs(df).iterrows():
+    """Per main run, at one token count: the fewest tokens any main run trained on (the profile's budget; the
+    max-batch runs trained on more). `val_loss` is each run's validation loss there (its final one, or read from its
+    log between evaluations, mid-way through a longer run's schedule) and `train_seconds` what those tokens took at
+    its tokens/s (optimizer steps only, evaluation left out); `trained_tokens` is what the run trained on in all.
+    Sorted by `val_loss`."""
+    rows, runs = [], main_runs(df)
+    counts = [number(t) for t in runs["tokens"]] if len(runs) else []
+    at = min((c for c in counts if c), default=None)
+    for _, r in runs.iterrows():
         tokens, tps = number(r["tokens"]), number(r["tokens_per_s"])
+        if at is None or tokens is None:
+            val = None
+        elif tokens <= 1.02 * at:   # the same budget, up to the part of a step that does not divide it
+            val = number(r["final_val_loss"])
+        else:
+            val = val_loss_at(r["path"], at) if r.get("path") else None
         rows.append({"run": r["run"], "label": r["label"], "batch": number(r["batch_size"]),
-                     "layers": number(r["n_layer"]), "tokens": tokens, "final_val_loss": number(r["final_val_loss"]),
-                     "train_seconds": tokens / tps if tokens and tps else None})
-    out = pd.DataFrame(rows, columns=["run", "label", "batch", "layers", "tokens", "final_val_loss", "train_seconds"])
-    out = whole_numbers(out, ["batch", "layers", "tokens"])
-    return out.sort_values("final_val_loss", na_position="last").reset_index(drop=True)
+                     "layers": number(r["n_layer"]), "trained_tokens": tokens, "tokens": at, "val_loss": val,
+                     "train_seconds": at / tps if at and tps else None})
+    out = pd.DataFrame(rows, columns=["run", "label", "batch", "layers", "trained_tokens", "tokens", "val_loss",
+                                      "train_seconds"])
+    out = whole_numbers(out, ["batch", "layers", "trained_tokens", "tokens"])
+    return out.sort_values("val_loss", na_position="last").reset_index(drop=True)
 
 
 def per_sequence_bytes(probes: list[dict] | None) -> float | None:

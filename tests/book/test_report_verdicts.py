@@ -129,10 +129,10 @@ def test_a_deep_run_that_loses_refutes_the_prediction_and_one_that_wins_confirms
 def test_the_fastest_run_is_named_from_the_table(tmp_path):
     # max-batch runs at 3000 and 2000 tokens/s against same-batch runs at 1000 and below: a max-batch run wins
     fast = load_runs(_results(tmp_path / "fast", _steady(1000), _steady(700)), PROFILE)
-    assert "A max-batch run takes the fewest seconds: **held**" in race_answer(fast)
+    assert "A max-batch run takes the fewest seconds for 20,480 tokens: **held**" in race_answer(fast)
     # a baseline at 10,000 tokens/s beats them: the prediction fails
     slow = load_runs(_results(tmp_path / "slow", _steady(10_000), _steady(700)), PROFILE)
-    assert "A max-batch run takes the fewest seconds: **did not hold**. Fewest: baseline" in race_answer(slow)
+    assert "A max-batch run takes the fewest seconds for 20,480 tokens: **did not hold**. Fewest: baseline" in race_answer(slow)
 
 
 def test_max_batch_speed_never_contradicts_the_same_batch_price(tmp_path):
@@ -197,3 +197,40 @@ def test_the_runner_up_differs_from_the_pick_in_trunk_or_h():
     assert distinct_runner_up(tied)["name"] == "half"
     screening["runs"] = screening["runs"][:2]
     assert distinct_runner_up(screening) is None
+
+
+def test_a_few_slow_steps_do_not_turn_a_slower_run_into_a_faster_one(tmp_path):
+    """Two slow steps (a busy neighbour) drag the baseline's mean tokens/s far below its median; the max-batch
+    finding compares medians, and reads the direction from quartiles that do not overlap."""
+    import shutil
+
+    root = _results(tmp_path, _steady(1000), _steady(700))
+    folder = root / PROFILE / "run1b_baseline_maxbatch"
+    shutil.rmtree(folder)
+    _run(folder, "residual", 20, [9000.0] * 14 + [100.0] * 2, 4.6, 15.0)   # mean ~656, median 9,000
+    df = load_runs(root, PROFILE)
+    text = "\n".join(report.findings(df))
+    assert "trained at 2,000 tokens/s against the baseline's 9,000" in text
+    assert "): slower. Its larger batch" in text and "more than paid for" not in text
+    assert "at the max batches -77.8%, slower" in throughput_caveat(df)
+
+
+def test_runs_that_trained_on_more_tokens_are_compared_at_the_shared_count(tmp_path):
+    """The max-batch runs train on a larger budget; 07.1 compares every main run at the fewest tokens any trained
+    on, reading the longer runs from their logs, instead of setting their final loss beside a shorter run's."""
+    import shutil
+
+    from rev.book.results import loss_and_time
+
+    root = _results(tmp_path, _steady(1000), _steady(700))
+    folder = root / PROFILE / "run1b_baseline_maxbatch"
+    shutil.rmtree(folder)
+    _run(folder, "residual", 20, _steady(3000, 48), 3.0, 15.0)    # 3x the tokens, the lowest final loss
+    df = load_runs(root, PROFILE)
+    row = loss_and_time(df).set_index("run").loc["run1b_baseline_maxbatch"]
+    assert row["trained_tokens"] == 3 * row["tokens"] == 61_440
+    assert row["val_loss"] == 5.0                                 # 6 + (3 - 6) * 16 / 48, at 20,480 tokens
+    answer = race_answer(df)
+    assert "At 20,480 tokens the max-batch runs are higher than the same trunk at the profile's batch: **held**" \
+        in answer and "baseline max batch 5.000 against baseline 4.500, higher" in answer
+    assert "trained on more and is read at this count from its log" in report.loss_and_time_summary(loss_and_time(df))
