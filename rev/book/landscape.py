@@ -27,11 +27,13 @@ from torch.utils.checkpoint import checkpoint
 from ..engine.progress import tqdm
 
 from ..core.model import GPTConfig
-from ..engine.bench import make_training_step
+from ..engine.bench import make_training_step, quartiles
 from ..engine.device import single_thread
 from ..engine.memory import training_step_memory
 from ..engine.profiles import ProfileLike, get_profile
 from . import landscape_models as M
+from .runs import Spread
+from .screening import TOO_NOISY
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ def _sync(device: torch.device) -> None:
 def measure_point(variants: list[Variant], sizes: Sizes, depth: int, batch: int, device: torch.device,
                   rounds: int = 0) -> list[dict]:
     """Peak memory of every variant at one (depth, batch), then `rounds` timed steps of each, interleaved so a
-    slow moment of a shared machine hits every variant alike; tokens/s from the median step."""
+    slow moment of a shared machine hits every variant alike; tokens/s from the median step, and the steps' seconds
+    (`step_times`, round by round) for the spread of a speed ratio."""
     built, rows = {}, []
     for v in variants:
         model, opt, step = build(v, sizes, depth, batch, device)
@@ -144,7 +147,8 @@ def measure_point(variants: list[Variant], sizes: Sizes, depth: int, batch: int,
         mem = training_step_memory(model, opt, step, device)
         built[v.name] = (model, opt, step)
         rows.append(dict(variant=v.name, depth=depth, batch=batch, peak_bytes=mem.peak_bytes,
-                         static_bytes=mem.static_bytes, activation_bytes=mem.activation_bytes, tokens_per_s=None))
+                         static_bytes=mem.static_bytes, activation_bytes=mem.activation_bytes, tokens_per_s=None,
+                         step_times=None))
     times: dict[str, list[float]] = {v.name: [] for v in variants}
     for _ in range(rounds):
         for v in variants:
@@ -156,6 +160,7 @@ def measure_point(variants: list[Variant], sizes: Sizes, depth: int, batch: int,
     if rounds:
         for r in rows:
             r["tokens_per_s"] = batch * sizes.seq_len / statistics.median(times[r["variant"]])
+            r["step_times"] = times[r["variant"]]
     return rows
 
 
@@ -309,9 +314,36 @@ def models_figure(evals: list[list[dict]], hw: M.Hardware = M.H100_ASSUMED):
 
 # --- the verdict, computed -----------------------------------------------------------------------------------
 
+def _row(rows: list[dict], variant: str, depth: int, batch: int) -> dict:
+    return next(r for r in rows if (r["variant"], r["depth"], r["batch"]) == (variant, depth, batch))
+
+
 def _speed(rows: list[dict], variant: str, depth: int, batch: int) -> float:
-    return next(r["tokens_per_s"] for r in rows
-                if (r["variant"], r["depth"], r["batch"]) == (variant, depth, batch))
+    return _row(rows, variant, depth, batch)["tokens_per_s"]
+
+
+def speed_ratio(rows: list[dict], a: str, b: str, depth: int, batch: int) -> Spread | None:
+    """`a`'s speed over `b`'s at one timed point, round by round (both steps of a round ran under the same load):
+    the median of the rounds' ratios and their quartiles. None when the steps were not kept."""
+    ta, tb = _row(rows, a, depth, batch).get("step_times"), _row(rows, b, depth, batch).get("step_times")
+    if not ta or not tb:
+        return None
+    ratios = [y / x for x, y in zip(ta, tb)]
+    lo, hi = quartiles(ratios)
+    return Spread(statistics.median(ratios), lo, hi, len(ratios), "quartiles over interleaved rounds")
+
+
+def ratio_text(ratio: Spread | None, fallback: float) -> str:
+    """A speed ratio with its spread, and, when the spread covers 1, that the difference is noise here."""
+    if ratio is None:
+        return f"{fallback:.2f}x"
+    noisy = f", {TOO_NOISY} whether it is slower" if ratio.covers(1.0) else ""
+    rounds = f"{ratio.n} round" + ("s" if ratio.n != 1 else "")
+    return f"{ratio.value:.2f}x ({ratio.kind} {ratio.lo:.2f}-{ratio.hi:.2f}, {rounds}{noisy})"
+
+
+def _ratio(s: dict, a: str, b: str) -> str:
+    return ratio_text((s.get("ratio") or {}).get((a, b)), s["speed"][a] / s["speed"][b])
 
 
 def summarise(rows: list[dict], sizes: Sizes) -> dict:
@@ -321,14 +353,17 @@ def summarise(rows: list[dict], sizes: Sizes) -> dict:
     deep, b2 = max(sizes.depths), sizes.batches[1]
     speed = {v: _speed(rows, v, deep, b2) for v in tokens}
     sweep_speed = {v: [_speed(rows, v, sizes.sweep_depth, b) for b in sizes.sweep_batches] for v in tokens}
-    return dict(deep=deep, batch=b2, tokens=tokens, fits=fits, speed=speed, sweep_speed=sweep_speed,
+    ratio = {(a, b): speed_ratio(rows, a, b, deep, b2)
+             for a, b in (("reveuler_rev", "stored"), ("reveuler_rev", "ckpt_block"), ("midpoint_rev", "stored"))
+             if a in speed and b in speed}
+    return dict(deep=deep, batch=b2, tokens=tokens, fits=fits, speed=speed, sweep_speed=sweep_speed, ratio=ratio,
                 cross={v: crossover_depth(tokens, v) for v in ("midpoint_rev", "reveuler_rev")})
 
 
 def wins_and_losses(s: dict, sizes: Sizes, gpt: M.Geometry, frontier: M.Geometry = M.FRONTIER,
                     plan: M.Plan = M.FRONTIER_PLAN, on_cuda: bool = False, hw: M.Hardware = M.H100_ASSUMED) -> str:
     """Where a reversible trunk wins and where it loses, as Markdown, every number from `s` and the models."""
-    t, f, sp, deep = s["tokens"], s["fits"], s["speed"], s["deep"]
+    t, f, deep = s["tokens"], s["fits"], s["deep"]
     kib = lambda b: f"{b / 1024:.2f} KiB"  # noqa: E731
     cross = " and ".join(f"{depth_phrase(c, deep)} ({BY_NAME[v].label})" for v, c in s["cross"].items())
     lines = [f"**Depth.** Per layer and token this geometry keeps {kib(f['stored'][0])} stored, "
@@ -347,9 +382,9 @@ def wins_and_losses(s: dict, sizes: Sizes, gpt: M.Geometry, frontier: M.Geometry
                  f"{scores:.1f}x the rest of the layer, the term selective recomputation removes for "
                  f"{100 * M.recompute_overhead(frontier, 'selective'):.1f}% more compute.")
     lines.append(f"**Compute against memory.** Here, at {deep} layers and batch {s['batch']}, reversible Euler runs at "
-                 f"{sp['reveuler_rev'] / sp['stored']:.2f}x the stored speed and "
-                 f"{sp['reveuler_rev'] / sp['ckpt_block']:.2f}x per-block checkpointing (midpoint "
-                 f"{sp['midpoint_rev'] / sp['stored']:.2f}x stored); the model says both recompute one forward, "
+                 f"{_ratio(s, 'reveuler_rev', 'stored')} the stored speed and "
+                 f"{_ratio(s, 'reveuler_rev', 'ckpt_block')} per-block checkpointing (midpoint "
+                 f"{_ratio(s, 'midpoint_rev', 'stored')} stored); the model says both recompute one forward, "
                  f"+{100 * M.recompute_overhead(gpt, 'reversible'):.0f}% FLOPs for {gpt.name}. From batch {b_lo} to "
                  f"{b_hi} the stored trunk's tokens/s changes {gain['stored']:.2f}x: "
                  + _regime(gain["stored"]))
@@ -417,7 +452,7 @@ def takeaways(s: dict, checks: list[dict], gpt: M.Geometry, frontier: M.Geometry
         f"{depth_phrase(s['cross']['reveuler_rev'], deep)}, midpoint "
         f"{depth_phrase(s['cross']['midpoint_rev'], deep)}; at {deep} layers reversible Euler holds "
         f"{t['stored'][deep] / t['reveuler_rev'][deep]:.1f}x less than stored, at "
-        f"{s['speed']['reveuler_rev'] / s['speed']['stored']:.2f}x its speed.",
+        f"{_ratio(s, 'reveuler_rev', 'stored')} its speed.",
         f"* For {gpt.name} at its training batch, the models say {here['stored']:.3f} GiB of activations stored, "
         f"{here['ckpt_block']:.3f} GiB with per-block checkpointing, {here['reversible']:.3f} GiB reversible.",
         f"* At frontier scale ({frontier.name}, {plan.describe()}) selective recomputation already brings "

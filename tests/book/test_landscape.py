@@ -124,6 +124,8 @@ def test_verdict_and_takeaways_are_computed(rows, fits):
     assert "not measured here" in text and "Verdict" in text
     take = L.takeaways(s, L.model_check(fits, SMALL), gpt)
     assert take.startswith("### Takeaways") and f"{fits['stored'][0]:.0f} bytes per token" in take
+    if SMALL.rounds:   # a timed speed ratio carries the spread of its interleaved rounds
+        assert "quartiles over interleaved rounds" in text and "quartiles over interleaved rounds" in take
     rows_f = M.evaluate(M.FRONTIER, frontier=True)
     assert all(math.isfinite(r["activation_GiB"]) and r["activation_GiB"] >= 0 for r in rows_f)
 
@@ -143,3 +145,17 @@ def test_exercise_checks_pass_the_answer_and_fail_a_wrong_one():
     with pytest.raises(AssertionError, match="keeps"):
         L.check_leak(lambda model: [block.mlp.register_forward_hook(lambda m, i, o: None)
                                     for block in model.trunk.blocks])
+
+
+def test_a_speed_ratio_carries_its_rounds_spread_and_says_when_it_is_noise():
+    def row(variant, times):
+        return dict(variant=variant, depth=4, batch=8, tokens_per_s=1.0 / min(times), step_times=times)
+
+    clear = [row("stored", [1.0, 1.0, 1.0]), row("reveuler_rev", [1.6, 1.5, 1.7])]
+    r = L.speed_ratio(clear, "reveuler_rev", "stored", 4, 8)
+    assert r.value == pytest.approx(1 / 1.6) and r.n == 3 and r.hi < 1
+    assert "too noisy" not in L.ratio_text(r, 0.0) and "3 rounds" in L.ratio_text(r, 0.0)
+    noisy = [row("stored", [1.0, 2.0, 1.0]), row("reveuler_rev", [1.2, 1.0, 1.3])]
+    assert "too noisy to tell on this machine" in L.ratio_text(L.speed_ratio(noisy, "reveuler_rev", "stored", 4, 8), 0)
+    untimed = [dict(row("stored", [1.0]), step_times=None), row("reveuler_rev", [1.0])]
+    assert L.speed_ratio(untimed, "reveuler_rev", "stored", 4, 8) is None and L.ratio_text(None, 0.62) == "0.62x"
