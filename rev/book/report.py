@@ -28,6 +28,7 @@ from .plots import save_plots
 from .tables import format_number, tidy
 from .screening import LOSS_TIE
 from .companions import companion_findings
+from .run_takeaways import stalled_start
 from .report_headline import (NOISY, compare_speed, headline_lines, limits, max_batch_speed_sentence, mib, pct,
                               speed_sentence)
 from .results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped,
@@ -193,6 +194,14 @@ def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str 
             f"the baseline's {int(lb)} ({ld / lb:.2f}x){mem}{val}.")
 
 
+def _finding_stall(rev_max: pd.Series, base_max: pd.Series) -> str | None:
+    """Whether the reversible max-batch run stalled on the context-free line, from its log."""
+    if not rev_max.get("path"):
+        return None
+    return stalled_start(rev_max["path"], rev_max.get("unigram_val_loss"), base_max.get("path") or None,
+                         label="The reversible max-batch run")
+
+
 def _finding_unigram(df: pd.DataFrame) -> str | None:
     u = unigram_loss(df)
     if u is None:
@@ -313,6 +322,7 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
                                 f"Each at its own max batch ({int(base_max['batch_size'])} vs "
                                 f"{int(rev_max['batch_size'])})"))
         out.append(max_batch_speed_sentence(base_max, rev_max))
+        out.append(_finding_stall(rev_max, base_max))
     out += [_finding_max_batch_views(df), _finding_streams(df), loss_head_finding(df.attrs.get("loss_heads"))]
     if base is not None and deep is not None:
         out.append(_finding_deep(base, deep, deep_search(mb)))

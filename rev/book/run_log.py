@@ -3,6 +3,7 @@ its timed steps with their spread. Read by the report (07), the run notebooks (0
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +73,51 @@ def speed_spread(run_dir: str | Path) -> tuple[float, float, float] | None:
         return None
     lo, hi = quartiles(list(v))
     return float(lo), float(np.median(v)), float(hi)
+
+
+PLATEAU_NATS = 0.15   # a running-mean training loss this close to the context-free line is "on" it
+
+
+@dataclass(frozen=True)
+class Start:
+    """How a run began, read from its log: the steps of warm-up (the first step at the peak learning rate), the
+    largest gradient norm in the first quarter of the run beside the run's median, and the longest stretch of
+    consecutive steps in which the 10-step running mean of the training loss stayed within `PLATEAU_NATS` of the
+    context-free line, with how far it fell across that stretch (a run passing through falls; a stalled one sits)."""
+    warmup_steps: int
+    peak_lr: float
+    max_grad_norm: float
+    max_grad_step: int
+    median_grad_norm: float
+    plateau_steps: int
+    plateau_drop: float
+    steps: int
+    total_drop: float   # first step's loss minus the last running mean: what the whole run learnt
+
+    @property
+    def stalled(self) -> bool:
+        """Sat on the line: at least a tenth of the run (and 10 steps) there, learning at under half its average
+        pace (a run merely passing through the band keeps its pace)."""
+        long = self.plateau_steps >= max(10, self.steps // 10)
+        return long and self.plateau_drop / self.plateau_steps < 0.5 * self.total_drop / self.steps
+
+
+def run_start(run_dir: str | Path, context_free: float, smooth: int = 10) -> Start | None:
+    """`Start` of a run (None without a log of at least 8 steps)."""
+    log = read_log(run_dir)
+    if len(log) < 8:
+        return None
+    lr, norm = log["lr"].to_numpy(float), log["grad_norm"].to_numpy(float)
+    early = norm[: max(2, len(norm) // 4)]
+    mean = log["loss"].rolling(smooth, min_periods=1).mean().to_numpy(float)
+    best, start, first = (0, 0), None, 0   # the longest stretch inside the band: (length, its first step)
+    for i, inside in enumerate(np.abs(mean - context_free) <= PLATEAU_NATS):
+        start = (i if start is None else start) if inside else None
+        if start is not None and i - start + 1 > best[0]:
+            best = (i - start + 1, start)
+    length, first = best
+    drop = float(mean[first] - mean[first + length - 1]) if length else 0.0
+    return Start(warmup_steps=int(np.argmax(lr >= lr.max() * (1 - 1e-9))) + 1, peak_lr=float(lr.max()),
+                 max_grad_norm=float(np.nanmax(early)), max_grad_step=int(np.nanargmax(early)),
+                 median_grad_norm=float(np.nanmedian(norm)), plateau_steps=length, plateau_drop=drop,
+                 steps=len(log), total_drop=float(log["loss"].iloc[0] - mean[-1]))

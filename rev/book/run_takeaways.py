@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..core.reversible import RECON_LIMIT
 from ..engine.maxbatch import MaxDepth
 from .results import deep_capped, loss_head_finding, number, stream_reliability
-from .run_log import val_loss_at
+from .run_log import PLATEAU_NATS, run_start, val_loss_at
 from .run_exercises import memory_split
 from .runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio,
                    loss_spikes, run_dir_of, speed_ratio_between)
@@ -250,6 +250,9 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
             lines.append(f"After {steps} steps each: run 3 at {at3:.3f}, run 1b at {at1:.3f} ({ds:+.3f}): {what}.")
         else:
             lines.append(f"After {steps} steps each the logs cannot tell (see the table's note).")
+    stall = stalled_start(run_dir_of(run3), run3.get("unigram_val_loss"), run_dir_of(run1b))
+    if stall:
+        lines.append(stall)
     if run1 is not None and run2 is not None:
         dt = run2["final_val_loss"] - run1["final_val_loss"]
         lines.append(f"Runs 3 and 1b differ in trunk too; at one batch the trunks ended {dt:+.3f} nats apart (run 2 vs "
@@ -267,6 +270,27 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
         lines.append(f"On this machine, per token: {verdict} (a different trunk as well, whose backward does more "
                      f"work).")
     return _bullets(lines)
+
+
+def stalled_start(run_dir, context_free: float | None, other_dir=None, label: str = "Run 3") -> str | None:
+    """Why a run can fall behind step for step, read from its log (`run_dir`): a stretch on the context-free line
+    (at least a tenth of its steps, and 10), set beside its warm-up, its peak rate and its largest early gradient
+    norm; `other_dir` (run 1b) gives a warm-up to compare. None when the run did not stall or its log or context-free
+    loss is missing."""
+    unigram = number(context_free)
+    st = run_start(run_dir, unigram) if run_dir and unigram is not None else None
+    if st is None or not st.stalled:
+        return None
+    ost = run_start(other_dir, unigram) if other_dir else None
+    theirs = f" (run 1b's: {ost.warmup_steps})" if ost else ""
+    return (f"{label} stalled: its running-mean training loss sat within {PLATEAU_NATS} nats of the context-free line "
+            f"({unigram:.2f}) for {st.plateau_steps} consecutive steps of its {st.steps}, learning token frequencies and little "
+            f"else. Its warm-up, counted in tokens, lasted {st.warmup_steps} step(s){theirs}, so it reached its peak "
+            f"learning rate {st.peak_lr:.4f} almost at once, and its gradient norm peaked at {st.max_grad_norm:.1f} "
+            f"at step {st.max_grad_step} ({st.max_grad_norm / st.median_grad_norm:.0f}x its median). A few large "
+            f"steps at a high rate before Adam's moment estimates settle can leave a model on that line; a longer "
+            f"warm-up in steps or a lower peak rate for the large batch are the first things to try (not measured "
+            f"here).")
 
 
 def spike_finding(runs: dict[str, dict]) -> str:
@@ -323,6 +347,9 @@ def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: Max
         f"{loss_verdict(v3 - v1b, 'run 3', 'run 1b')}; the same tokens took {run3['steps']} vs "
         f"{run1b['steps']} optimizer steps{unigram}.{speed_text}",
     ]
+    stall = stalled_start(run_dir_of(run3), run3.get("unigram_val_loss"), run_dir_of(run1b))
+    if stall:
+        lines.append(stall.split(". Its warm-up")[0] + " (run 3's lesson above says how it began).")
     run3b = runs.get(RUN3B)
     if run3b:
         ok, why = stream_reliability(run3b["stream"], run3b["reconstruction_error"])

@@ -16,7 +16,7 @@ import pytest
 from rev.book import run_takeaways as T
 from rev.book.results import load_runs, max_batch_views, view_gaps
 from rev.book.run_log import val_loss_after_steps
-from rev.book.runs import loss_spikes, run_speed, speed_ratio_between, summary_table
+from rev.book.runs import loss_spikes, run_dir_of, run_speed, speed_ratio_between, summary_table
 from rev.book.tables import tidy
 from rev.core.model import GPTConfig
 from rev.core.reversible import RECON_LIMIT
@@ -260,3 +260,15 @@ def test_a_screening_row_quotes_its_median_step_inside_its_quartiles(tmp_path, m
     cands = [screening.Candidate("residual", 1.0, "fp32"), screening.Candidate("reveuler_rev", 1.0, "fp32")]
     for row in screening.screen("smoke", tmp_path, tmp_path, cands, progress=False)["runs"]:
         assert row["tokens_per_s_q1"] <= row["tokens_per_s"] <= row["tokens_per_s_q3"] and row["tokens_per_s"] == 1000
+
+
+def test_a_run_that_sat_on_the_context_free_line_is_called_stalled_and_a_learning_one_is_not(tmp_path):
+    flat = [6.0] * 3 + [5.5] * 25 + [5.0 - 0.05 * i for i in range(12)]       # 25 steps on the 5.5 line
+    stalled = make_run(tmp_path, "run3_reversible_max_batch", losses=flat, steps=40)
+    baseline = make_run(tmp_path, "run1b_baseline_maxbatch", "residual")
+    text = T.stalled_start(run_dir_of(stalled), stalled["unigram_val_loss"], run_dir_of(baseline))
+    assert text.startswith("Run 3 stalled") and "(5.50) for 2" in text and "consecutive steps of its 40" in text
+    lesson = T.batch_lesson(baseline, stalled)
+    assert "Run 3 stalled" in lesson
+    learning = make_run(tmp_path / "b", "run3_reversible_max_batch")            # falls from 6.0 to 5.0 steadily
+    assert T.stalled_start(run_dir_of(learning), 5.5) is None and "stalled" not in T.batch_lesson(baseline, learning)
