@@ -410,12 +410,13 @@ def test_takeaways_count_the_seeds_that_were_run():
 
     f = _small_findings()[0]
     one = th.takeaways(f)
-    assert "One seed, one base LR per model" in one
+    assert "One seed, one base LR per model" in one and "On its one seed the claim" in one
     rows = [dict(kind=k, seed=seed, measure="direction", factor=fac, response=r)
             for seed in range(3) for k in th.MODELS for fac, r in ((5.0, 0.5), (0.2, 0.8), (1.0, 1.0))]
     three = th.takeaways(dataclasses.replace(f, n_seeds=3, seed_verdicts=th.verdict_table(pd.DataFrame(rows)),
                                              shock_source="run here"))
     assert "One seed" not in three and "reads the first of 3 seeds" in three
+    assert "On the first of 3 seeds the claim" in three   # the single-seed verdict says which seed it read
     assert "the verdict over all 3 seeds (next line) is the one to read" in three
     assert "Over 3 seeds (run here)" in three
 

@@ -216,7 +216,8 @@ def takeaways(f: ChapterFindings) -> str:
         f"LR shock ({f.profile} sizes, d_model={f.shock_sizes.d_model}): transformer normalised response "
         f"x5 {tr.loc[5.0, resp]:.2f} vs /5 {tr.loc[0.2, resp]:.2f} ({f.verdict('transformer')}); "
         f"linear x5 {li.loc[5.0, resp]:.2f} vs /5 {li.loc[0.2, resp]:.2f} ({f.verdict('linear')}). "
-        f"The claim {'holds' if f.claim_holds() else 'does not hold'} at the default base LRs.",
+        f"{'On its one seed' if f.n_seeds == 1 else f'On the first of {f.n_seeds} seeds'} the claim "
+        f"{'holds' if f.claim_holds() else 'does not hold'} at the default base LRs.",
         "The linear verdict across base LRs: "
         + ", ".join(f"{r.base_lr:.3g}: {r.verdict_over_eta2}{' (converged)' if r.converged else ''}"
                     for r in scan.itertuples())
