@@ -256,6 +256,10 @@ def test_takeaways_say_when_the_fixed_arm_was_the_dense_model():
     assert "both arms ran the same rank and kept the same states" in same
     assert "it saw the drift" in short
     assert "fixed arm ran at rank" not in L.takeaways(1.0, 1e-15, 3.0, th, v, v, 10.0)   # without sizes: not claimed
+    # the rank rules alone measured the very same runs: said once, not counted as a second result
+    assert "gave the same runs, seed for seed" in text and "The rank rules alone (spacing left at C), 4" not in text
+    other = L.takeaways(1.0, 1e-15, 3.0, th, v, {**v, "wins": 2, "losses": 2}, 10.0)
+    assert "The rank rules alone (spacing left at C), 4 paired seeds" in other and "seed for seed" not in other
 
 
 def test_no_profile_lets_an_arm_be_the_dense_model():

@@ -226,6 +226,15 @@ def _verdict_line(name: str, v: dict) -> str:
             f"vs {v['loss_f']:.3f} (p = {v['loss_p']:.3f}).")
 
 
+def _rank_rules_line(v: dict, v_rank: dict) -> str:
+    """The rank-rules-alone comparison, or, when it measured exactly what the full controller did (its spacing
+    rules never moved a checkpoint), one sentence saying so instead of the same result counted twice."""
+    if v_rank == v:
+        return ("* The rank rules alone (spacing left at C) gave the same runs, seed for seed: the spacing rules never "
+                "moved a checkpoint here, so the line above is the rank rules' result too, not a second one.")
+    return _verdict_line("The rank rules alone (spacing left at C)", v_rank)
+
+
 def _local_check_line(th: dict, v: dict, checkpoints: dict | None) -> str:
     """The tau_grad takeaway: how often the local forward check fired, and (from exercise 09b.3's measurement)
     whether it sees the drift of the rebuilt early states."""
@@ -277,7 +286,7 @@ def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dic
         f"{v['rank_spec']:.1f}).",
         _local_check_line(th, v, checkpoints),
         _verdict_line("The controller as specified (spacing and rank rules)", v),
-        _verdict_line("The rank rules alone (spacing left at C)", v_rank)]
+        _rank_rules_line(v, v_rank)]
     if sz is not None:
         lines.append(_rank_room_line(v, sz))
     lines += [
