@@ -605,3 +605,7 @@ def test_takeaways_follow_the_scenarios_they_are_given():
     assert "the lr check caught the changed lr, the update check missed the huge step" in contrary
     assert "The huge step did not hurt the cheap traces" in contrary and "not sparse here" in contrary
     assert "file for" not in contrary
+    assert "**bit-identical** to the start, and the samples came back" in as_expected and "True" not in as_expected
+    assert "flagged irreversible." in as_expected and "**not** flagged" not in as_expected
+    broken = T.takeaways(f32_lost=10, scenarios=_scenarios(), **{**kw, "bit_identical": False, "samples_restored": False})
+    assert "**not** bit-identical to the start" in broken and "did **not** come back" in broken

@@ -89,8 +89,10 @@ def takeaways(*, logp_before: float, logp_after: float, rate_before: float, rate
     lines = [
         f"* The fine-tuning moved P(prefix) from {math.exp(logp_before):.2g} to {math.exp(logp_after):.2g}; "
         f"{rate_after:.0%} of samples opened with it (before: {rate_before:.0%}).",
-        f"* Walking the {steps}-step trace back ended on weights that are **bit-identical** to the start: "
-        f"{bit_identical}; samples restored: {samples_restored}.",
+        f"* Walking the {steps}-step trace back ended on weights "
+        + ("**bit-identical** to the start" if bit_identical else "that are **not** bit-identical to the start")
+        + (", and the samples came back as they were before the fine-tuning." if samples_restored else
+           ", and the samples did **not** come back as they were."),
         _corrections_line(f32_lost, steps * storage["n_params"]),
         f"* Cost: {storage['weights_bytes_per_param_compressed']:.2f} bytes/parameter/step for the weights "
         f"(compression {storage['weights_compression_ratio']:.2f}x), "
@@ -99,8 +101,8 @@ def takeaways(*, logp_before: float, logp_after: float, rate_before: float, rate
         + (f"; the file for {steps} steps of {storage['n_params']:,} parameters: {file_bytes / 2**20:.1f} MiB, "
            f"steps x parameters x bytes per parameter per step." if file_bytes is not None else "."),
         f"* Dropping every {prune_every}th step left {1 - pruned['exact'].score.score:.0%} of the fine-tuning "
-        f"in the weights: score {pruned['exact'].score.score:.3f}, flagged irreversible: "
-        f"{pruned['exact'].irreversible}.",
+        f"in the weights: score {pruned['exact'].score.score:.3f}, "
+        + ("flagged irreversible." if pruned['exact'].irreversible else "**not** flagged irreversible."),
         _breaks_line(lr_changed, huge),
         _cheap_traces_line(intact, huge, threshold),
         f"* Notebook time: {seconds:.0f} s on this machine.",
