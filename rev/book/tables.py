@@ -18,7 +18,7 @@ MISSING = "—"
 
 def format_number(value: Any, sig: int = 4) -> Any:
     """One cell for display: an integer, a whole float, or a float with `sig` or more digits before the point as a
-    (rounded) integer, with thousands separators from 10,000 up; another float to `sig` significant figures
+    (rounded) integer, with thousands separators; another float to `sig` significant figures
     (scientific below 1e-3); NaN or None as a dash; anything else (text, booleans) unchanged."""
     if value is None or isinstance(value, bool):
         return MISSING if value is None else value
@@ -30,8 +30,8 @@ def format_number(value: Any, sig: int = 4) -> Any:
             return MISSING
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
-        if (v.is_integer() or abs(v) >= 10 ** sig) and abs(v) < 2 ** 53:
-            return _integer(round(v))  # `sig` figures or more before the point: the fraction is noise
+        if (v.is_integer() or abs(v) >= 10 ** (sig - 1)) and abs(v) < 2 ** 53:
+            return _integer(round(v))  # `sig` figures before the point: the fraction is noise
         if v != 0 and abs(v) < 1e-3:
             return f"{v:.{sig - 1}e}"
         return f"{v:.{sig}g}"
@@ -39,7 +39,7 @@ def format_number(value: Any, sig: int = 4) -> Any:
 
 
 def _integer(n: int) -> str:
-    return f"{n:,}" if abs(n) >= 10_000 else str(n)
+    return f"{n:,}"   # separators from 1,000 up, as the text's numbers have them: one column reads one way
 
 
 def tidy(df: pd.DataFrame, sig: int = 4) -> pd.DataFrame:

@@ -11,7 +11,7 @@ def test_whole_numbers_print_as_integers_and_others_to_four_figures():
     assert format_number(7.0) == "7" and format_number(np.float64(57344.0)) == "57,344"
     assert format_number(np.int64(21)) == "21" and format_number(3) == "3"
     assert format_number(1.53421) == "1.534" and format_number(0.000003) == "3.000e-06"
-    assert format_number(5149.3) == "5149" and format_number(37728.4) == "37,728"  # not 3.773e+04
+    assert format_number(5149.3) == "5,149" and format_number(37728.4) == "37,728"  # not 3.773e+04
     assert format_number(2.5e7 + 0.4) == "25,000,000" and format_number(-12.25) == "-12.25"
     assert format_number(float("nan")) == MISSING and format_number(None) == MISSING
     assert format_number(True) is True and format_number("fp32") == "fp32" and format_number(-math.inf) == "-inf"
