@@ -228,8 +228,8 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
     s3, s1 = run3["steps"], run1b["steps"]
     tokens, v3, v1 = _equal_tokens(run3, run1b)
     d = v3 - v1
-    lines = [f"At a fixed token budget a larger batch takes fewer steps: run 3 at batch {b3} took {s3} optimizer "
-             f"steps, run 1b at batch {b1} took {s1} ({s1 / s3:.1f}x as many). At {tokens:,} tokens run 3 is at "
+    lines = [f"At a fixed token budget a larger batch takes fewer steps: run 3 at batch {b3} took {s3:,} optimizer "
+             f"steps, run 1b at batch {b1} took {s1:,} ({s1 / s3:.1f}x as many). At {tokens:,} tokens run 3 is at "
              f"{v3:.3f}, run 1b at {v1:.3f} ({d:+.3f} nats): {loss_verdict(d, 'the larger batch', 'the smaller')}."]
     if views is not None and len(views):
         v = views.set_index("run")
@@ -262,7 +262,7 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
     lines.append(f"**On a GPU (a statement about GPUs, not a measurement of this workbook):** a GPU with memory to "
                  f"spare runs batch {b3} in about the time of batch {b1} as long as the smaller batch leaves its "
                  f"parallel units idle; time per token then falls about {r:.1f}x, and in the time run 1b takes its "
-                 f"{s1} steps the larger batch takes as many, on {r:.1f}x the tokens. A CPU has no idle units to fill "
+                 f"{s1:,} steps the larger batch takes as many, on {r:.1f}x the tokens. A CPU has no idle units to fill "
                  f"once its cores are busy: time per step grows with the batch.")
     speed = speed_ratio_between(run3, run1b)
     if speed is not None:
@@ -344,8 +344,8 @@ def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: Max
         f"Under {mb['budget_bytes'] / 2**20:.0f} MiB the reversible trunk fits batch {b_rev} against the "
         f"baseline's {b_base}: {b_rev / b_base:.2f}x.",
         f"At their max batches and {tokens:,} tokens: validation loss {v3:.3f} (reversible) vs {v1b:.3f} (baseline), "
-        f"{loss_verdict(v3 - v1b, 'run 3', 'run 1b')}; the same tokens took {run3['steps']} vs "
-        f"{run1b['steps']} optimizer steps{unigram}.{speed_text}",
+        f"{loss_verdict(v3 - v1b, 'run 3', 'run 1b')}; the same tokens took {run3['steps']:,} vs "
+        f"{run1b['steps']:,} optimizer steps{unigram}.{speed_text}",
     ]
     stall = stalled_start(run_dir_of(run3), run3.get("unigram_val_loss"), run_dir_of(run1b))
     if stall:
