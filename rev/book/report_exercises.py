@@ -138,18 +138,27 @@ def _deep_lowest(race: pd.DataFrame) -> str | None:
 
 
 def _max_batch_higher(race: pd.DataFrame) -> str | None:
-    """Prediction: at a fixed token budget a run at its max batch ends higher than the same trunk at the
-    profile's batch (fewer, larger steps), both read at the token count of `race`."""
+    """Prediction: at a fixed token budget fewer, larger steps end higher, and more, smaller ones lower: each run at
+    its max batch against the same trunk at the profile's batch, both read at the token count of `race`. A max batch
+    can be the smaller of the two (a stored trunk under a tight budget), and then the prediction is "lower"."""
     at = race.set_index("run")
-    pairs = [(at.loc[m], at.loc[s]) for m, s in ((BASE_MAX, BASE), (REV_MAX, REV))
-             if m in at.index and s in at.index and pd.notna(at.loc[m, "val_loss"]) and pd.notna(at.loc[s, "val_loss"])]
+    pairs = [(at.loc[m], at.loc[s]) for m, s in ((BASE_MAX, BASE), (REV_MAX, REV)) if m in at.index and s in at.index]
     if not pairs:
         return None
-    each = [(m, s, float(m["val_loss"]) > float(s["val_loss"])) for m, s in pairs]
-    return (f"At {int(race['tokens'].iloc[0]):,} tokens the max-batch runs are higher than the same trunk at the "
-            f"profile's batch: " + _held(all(h for *_, h in each)) + " ("
-            + "; ".join(f"{m['label']} {m['val_loss']:.3f} against {s['label']} {s['val_loss']:.3f}, "
-                        f"{'higher' if h else 'not higher'}" for m, s, h in each) + ").")
+    parts, held = [], []
+    for m, s in pairs:
+        if pd.isna(m["val_loss"]) or pd.isna(s["val_loss"]):
+            parts.append(f"{m['label']}: no evaluation by then, not compared")
+            continue
+        larger = m["batch"] > s["batch"]
+        higher = float(m["val_loss"]) > float(s["val_loss"])
+        held.append(higher == larger)
+        parts.append(f"{m['label']} at batch {m['batch']} ({'larger' if larger else 'smaller'} than {s['batch']}, so "
+                     f"predicted {'higher' if larger else 'lower'}) {m['val_loss']:.3f} against {s['label']} "
+                     f"{s['val_loss']:.3f}, {'higher' if higher else 'lower'}")
+    verdict = _held(all(held)) if held else "**not measured**"
+    return (f"At {int(race['tokens'].iloc[0]):,} tokens a run at its max batch is higher than the same trunk at the "
+            f"profile's batch when its batch is larger, lower when it is smaller: {verdict} (" + "; ".join(parts) + ").")
 
 
 def _seconds_range(df: pd.DataFrame, row: pd.Series) -> tuple[float, float] | None:

@@ -231,6 +231,13 @@ def test_runs_that_trained_on_more_tokens_are_compared_at_the_shared_count(tmp_p
     assert row["trained_tokens"] == 3 * row["tokens"] == 61_440
     assert row["val_loss"] == 5.0                                 # 6 + (3 - 6) * 16 / 48, at 20,480 tokens
     answer = race_answer(df)
-    assert "At 20,480 tokens the max-batch runs are higher than the same trunk at the profile's batch: **held**" \
-        in answer and "baseline max batch 5.000 against baseline 4.500, higher" in answer
+    assert "when its batch is larger, lower when it is smaller: **held**" in answer
+    assert "baseline max batch at batch 20 (larger than 8, so predicted higher) 5.000 against baseline 4.500, higher" \
+        in answer
+    # a max batch smaller than the profile's (a stored trunk under a tight budget): more, smaller steps, predicted lower
+    shutil.rmtree(folder)
+    _run(folder, "residual", 4, _steady(3000, 80), 4.0, 15.0)
+    small = race_answer(load_runs(root, PROFILE))
+    assert "baseline max batch at batch 4 (smaller than 8, so predicted lower) 4.000 against baseline 4.500, lower" \
+        in small and "**held**" in small.split("when it is smaller")[1]
     assert "trained on more and is read at this count from its log" in report.loss_and_time_summary(loss_and_time(df))
