@@ -134,8 +134,13 @@ def plot_tokens_per_s(df: pd.DataFrame):
         lo, med, hi = (np.array(v) for v in zip(*q))
         ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", color="k", ms=3, capsize=4,
                     label="per step: median and interquartile range")
-        ax.set_ylim(0, max(ax.get_ylim()[1], float(hi.max()) * 1.1))
-        ax.legend(fontsize=8, loc="upper left")
+        for text in list(ax.texts):   # the bars' value labels, moved above their whiskers so the caps stay readable
+            text.remove()
+        top = dict(zip(x, hi))
+        for xi, value in enumerate(pd.to_numeric(present["tokens_per_s"], errors="coerce")):
+            ax.text(xi, max(value, top.get(xi, value)) * 1.01, f"{value:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, max(ax.get_ylim()[1], float(hi.max()) * 1.15))
+        ax.legend(fontsize=8, loc="upper right")   # the first bars are usually the tallest
         ax.set_title("training throughput (runs timed one after another: overlapping whiskers are too noisy to "
                      "tell apart)", fontsize=9)
     return fig
