@@ -411,7 +411,7 @@ def loss_and_time_summary(table: pd.DataFrame) -> str:
     low, fast = loss.iloc[0], time.loc[time["train_seconds"].idxmin()]
     seconds = format_value(low["train_seconds"], "{:.1f}")
     longer = table[table["trained_tokens"] > 1.02 * table["tokens"]]
-    note = (f" ({', '.join(longer['label'])} trained on more and {'is' if len(longer) == 1 else 'are'} read at this "
+    note = (f" ({'; '.join(longer['label'])} trained on more and {'is' if len(longer) == 1 else 'are'} read at this "
             f"count from {'its' if len(longer) == 1 else 'their'} log, mid-way through {'its' if len(longer) == 1 else 'their'} schedule)"
             if len(longer) else "")
     return (f"At {low['tokens']:,.0f} tokens{note}: lowest validation loss **{low['label']}** ({low['val_loss']:.3f}, "
