@@ -128,9 +128,7 @@ def _breaks_line(lr_changed: Mapping, huge: Mapping) -> str:
     found = {(True, True): "the checks caught both", (False, False): "the checks caught neither",
              (True, False): "the lr check caught the changed lr, the update check missed the huge step",
              (False, True): "the update check caught the huge step, the lr check missed the changed lr"}[caught]
-    return (f"* A changed lr and a huge step {what} (scores {scores[0]:.6f} and {scores[1]:.6f}); {found} "
-            f"(lr recoverable: {lr_changed['exact'].passed['lr recoverable']}, updates bounded: "
-            f"{huge['exact'].passed['updates bounded']}).")
+    return f"* A changed lr and a huge step {what} (scores {scores[0]:.6f} and {scores[1]:.6f}); {found}."
 
 
 def _cheap_traces_line(intact: Mapping, huge: Mapping, threshold: float) -> str:
