@@ -6,7 +6,7 @@ import textwrap
 import pytest
 import torch
 
-from rev.book import checks
+from rev.book import checks, suite
 
 SAMPLE = textwrap.dedent('''
     """Module docstring of the sample file."""
@@ -59,7 +59,7 @@ def test_run_tests_records_outcomes_and_descriptions(sample_dir):
     torch.set_num_threads(2)
     path, cwd, rng = list(sys.path), os.getcwd(), torch.random.get_rng_state()
     try:
-        df = checks.run_tests("test_sample.py", base=sample_dir).set_index("test")
+        df = suite.run_tests("test_sample.py", base=sample_dir).set_index("test")
         threads_after = torch.get_num_threads()
     finally:
         torch.set_num_threads(threads)
@@ -76,9 +76,9 @@ def test_run_tests_records_outcomes_and_descriptions(sample_dir):
     assert set(df["module"]) == {"Module docstring of the sample file."}
     assert (df["duration_s"] >= 0).all()
     assert df.attrs["exit_code"] == 1
-    counts = checks.outcome_counts(df)
+    counts = suite.outcome_counts(df)
     assert (counts["passed"], counts["failed"], counts["skipped"], counts["error"]) == (3, 1, 1, 1)
-    assert not checks.all_passed(df)
+    assert not suite.all_passed(df)
     # the run left nothing behind that later code could trip on
     assert sys.path == path and os.getcwd() == cwd and torch.equal(torch.random.get_rng_state(), rng)
     assert threads_after == 2
@@ -87,21 +87,21 @@ def test_run_tests_records_outcomes_and_descriptions(sample_dir):
 
 def test_run_tests_keyword_and_rerun(sample_dir):
     """A second run in the same process works, and -k selects."""
-    df = checks.run_tests("test_sample.py", keyword="adds or docstring", base=sample_dir)
+    df = suite.run_tests("test_sample.py", keyword="adds or docstring", base=sample_dir)
     assert sorted(df["test"]) == ["test_adds_up", "test_without_a_docstring", "test_without_a_docstring"]
-    assert checks.all_passed(df)
+    assert suite.all_passed(df)
 
 
 def test_run_tests_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        checks.run_tests("test_missing.py", base=tmp_path)
+        suite.run_tests("test_missing.py", base=tmp_path)
 
 
 def test_tests_dir_and_profile_selection():
-    assert (checks.tests_dir() / "core/test_reversible.py").is_file()
+    assert (suite.tests_dir() / "core/test_reversible.py").is_file()
     for profile in ("smoke", "cpu", "t4", "full"):
-        for file, _ in checks.selection_for_profile(profile):
-            assert (checks.tests_dir() / file).is_file()
+        for file, _ in suite.selection_for_profile(profile):
+            assert (suite.tests_dir() / file).is_file()
 
 
 def test_what_a_test_checks_is_its_first_sentence_whole():
@@ -109,14 +109,14 @@ def test_what_a_test_checks_is_its_first_sentence_whole():
     must give the stored twin's gradients to rounding. Second sentence.
 
     A paragraph."""
-    assert checks._first_sentence(doc) == ("On the exact stream the rebuilt states are bit-identical, so a backward "
+    assert suite._first_sentence(doc) == ("On the exact stream the rebuilt states are bit-identical, so a backward "
                                            "must give the stored twin's gradients to rounding.")
-    assert checks._first_sentence("No full stop\nover two lines") == "No full stop over two lines"
-    assert checks._first_sentence(None) == ""
+    assert suite._first_sentence("No full stop\nover two lines") == "No full stop over two lines"
+    assert suite._first_sentence(None) == ""
 
 
 def test_readable_name():
-    assert checks.readable_name("test_memory_is_flat[a-1]") == "Memory is flat"
+    assert suite.readable_name("test_memory_is_flat[a-1]") == "Memory is flat"
 
 
 def test_gradient_differences_fp64_are_tiny():
@@ -188,10 +188,10 @@ def test_verdict_and_takeaways_from_tables():
     import pandas as pd
 
     tests = pd.DataFrame(dict(nodeid=["a", "b"], outcome=["passed", "failed"], message=["", "boom"]))
-    assert list(checks.not_ok(tests)["nodeid"]) == ["b"]
+    assert list(suite.not_ok(tests)["nodeid"]) == ["b"]
     with pytest.raises(AssertionError, match="b: failed boom"):
-        checks.require_all_passed(tests)
-    checks.require_all_passed(tests.iloc[:1])
+        suite.require_all_passed(tests)
+    suite.require_all_passed(tests.iloc[:1])
     grad = pd.DataFrame(dict(stream=["fp32", "fp64", "fixed"], rel_diff=[1e-8, 1e-16, 0.0]))
     assert checks.stream_gap(grad)["decades"] == pytest.approx(8.0)
     cos = pd.DataFrame(dict(stream=["fp32", "fp32", "fixed", "fixed"],
@@ -269,7 +269,7 @@ def test_bounds_are_the_tests_own():
     asserts, and its messages are the ones `how_caught` reads."""
     import re
 
-    source = (checks.tests_dir() / "core" / "test_reversible.py").read_text()
+    source = (suite.tests_dir() / "core" / "test_reversible.py").read_text()
 
     def bounds(pattern: str) -> list[float]:
         return [float(v) for v in re.findall(pattern, source)]
@@ -287,8 +287,8 @@ def test_test_summary_and_folded_cases():
                            checks=["A check whose description is long enough to be cut off by pandas " * 2] * 3,
                            outcome=["passed", "failed", "skipped"], duration_s=[0.5, 0.25, 0.0],
                            message=["", "boom " * 30, "not today"]))
-    summary = checks.by_test(df)
+    summary = suite.by_test(df)
     assert summary.loc[("f.py", "test_a"), ["cases", "passed", "not passed"]].tolist() == [2, 1, 1]
     assert summary.loc[("f.py", "test_b"), "not passed"] == 0 and summary.loc[("f.py", "test_a"), "seconds"] == 0.75
-    html = checks.every_case_folded(df)
+    html = suite.every_case_folded(df)
     assert html.startswith("<details>") and "Every case (3)" in html and ("boom " * 30).strip() in html
