@@ -27,12 +27,12 @@ from torch.utils.checkpoint import checkpoint
 from ..engine.progress import tqdm
 
 from ..core.model import GPTConfig
-from ..engine.bench import make_training_step, quartiles
+from ..engine.bench import make_training_step
 from ..engine.device import single_thread
 from ..engine.memory import training_step_memory
 from ..engine.profiles import ProfileLike, get_profile
 from . import landscape_models as M
-from .runs import Spread
+from .runs import Spread, round_ratio
 from .screening import TOO_NOISY
 
 
@@ -328,9 +328,7 @@ def speed_ratio(rows: list[dict], a: str, b: str, depth: int, batch: int) -> Spr
     ta, tb = _row(rows, a, depth, batch).get("step_times"), _row(rows, b, depth, batch).get("step_times")
     if not ta or not tb:
         return None
-    ratios = [y / x for x, y in zip(ta, tb)]
-    lo, hi = quartiles(ratios)
-    return Spread(statistics.median(ratios), lo, hi, len(ratios), "quartiles over interleaved rounds")
+    return round_ratio(ta, tb, "quartiles over interleaved rounds")
 
 
 def ratio_text(ratio: Spread | None, fallback: float) -> str:

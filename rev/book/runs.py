@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.bench import quartiles
+from ..engine.bench import quartiles, round_ratios
 from ..engine.files import read_json
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
 from ..engine.train import TrainConfig, train
@@ -144,9 +144,15 @@ def bench_ratio(bench: dict, trunk: str) -> Spread | None:
     base = next((r for r in rows if r["trunk"] == "residual" and run and r["head"] == run["head"]), None)
     if run is None or base is None or not run.get("step_times"):
         return None
-    ratios = [b / t for t, b in zip(run["step_times"], base["step_times"])]
+    return round_ratio(run["step_times"], base["step_times"])
+
+
+def round_ratio(times: list[float], other_times: list[float], kind: str = "IQR over interleaved rounds") -> Spread:
+    """One trunk's speed over another's from their interleaved step seconds: the median of the rounds' ratios and
+    their quartiles."""
+    ratios = round_ratios(times, other_times)
     lo, hi = quartiles(ratios)
-    return Spread(statistics.median(ratios), lo, hi, len(ratios), "IQR over interleaved rounds")
+    return Spread(statistics.median(ratios), lo, hi, len(ratios), kind)
 
 
 # --- loss spikes ----------------------------------------------------------------------------------------

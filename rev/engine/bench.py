@@ -109,10 +109,15 @@ def quartiles(values: list[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
-def round_ratio_quartiles(run: dict, other: dict) -> tuple[float, float]:
-    """Quartiles over the interleaved rounds of `run`'s speed over `other`'s, round by round (both steps of a
+def round_ratios(times: list[float], other_times: list[float]) -> list[float]:
+    """Speed over the other's, round by round, from two lists of step seconds timed interleaved (both steps of a
     round ran under the same load)."""
-    return quartiles([o / t for t, o in zip(run["step_times"], other["step_times"])])
+    return [o / t for t, o in zip(times, other_times)]
+
+
+def round_ratio_quartiles(run: dict, other: dict) -> tuple[float, float]:
+    """Quartiles over the interleaved rounds of `run`'s speed over `other`'s."""
+    return quartiles(round_ratios(run["step_times"], other["step_times"]))
 
 
 def _sync(device: torch.device) -> None:
