@@ -13,9 +13,9 @@ import pandas as pd
 
 from ..core.model import TRUNKS
 from ..core.reversible import RECON_LIMIT
-from .results import (BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
+from .results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
                       format_value, loss_head_table, main_runs, maxbatch_of, number, unigram_loss)
-from .run_log import read_log, speed_spread
+from .run_log import read_log
 
 # Colours: blues for the residual baseline, oranges/reds for the reversible runs, grey for screening.
 _COLOURS = {BASE: "#1f77b4", BASE_MAX: "#6baed6", REV: "#d62728", REV_MAX: "#ff7f0e", REV_DEEP: "#8c564b",
@@ -126,7 +126,7 @@ def plot_tokens_per_s(df: pd.DataFrame):
     fig = _bars(runs, "tokens_per_s", "training throughput (bar: median step)", "tokens/s",
                 "{:,.0f}", "no throughput yet")
     present = runs[pd.to_numeric(runs["tokens_per_s"], errors="coerce").notna()] if len(runs) else runs
-    spreads = [(x, speed_spread(p)) for x, p in enumerate(present["path"]) if p]
+    spreads = [(x, row_spread(r)) for x, (_, r) in enumerate(present.iterrows())]
     spreads = [(x, q) for x, q in spreads if q is not None]
     if spreads:
         ax = fig.axes[0]

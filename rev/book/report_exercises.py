@@ -17,10 +17,9 @@ import pandas as pd
 from ..core.reversible import RECON_LIMIT
 from .report import findings
 from .report_headline import NOISY, compare_speed
-from .results import (BASE, BASE_MAX, COLUMNS, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, loss_and_time,
+from .results import (row_spread, BASE, BASE_MAX, COLUMNS, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, loss_and_time,
                       main_reversible_trunk, main_run, maxbatch_of, read_json_or_note,
                       stored_bytes_per_layer)
-from .run_log import speed_spread
 from .screening import LOSS_TIE
 
 MAX_BATCH_RUNS = (BASE_MAX, REV_MAX, REV_MAX_STREAM)
@@ -164,7 +163,7 @@ def _max_batch_higher(race: pd.DataFrame) -> str | None:
 def _seconds_range(df: pd.DataFrame, row: pd.Series) -> tuple[float, float] | None:
     """The training seconds a run would have taken at its per-step quartile speeds (fast end, slow end)."""
     run = main_run(df, row["run"])
-    q = speed_spread(run["path"]) if run is not None and run.get("path") else None
+    q = row_spread(run)
     return (row["tokens"] / q[2], row["tokens"] / q[0]) if q and q[0] > 0 and pd.notna(row["tokens"]) else None
 
 

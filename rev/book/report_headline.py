@@ -13,9 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..engine.files import read_json
-from .results import (BASE, BASE_MAX, MIB, REV, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
+from .results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
-from .run_log import speed_spread
 from .screening import LOSS_TIE
 
 NOISY = "too noisy to tell on this machine"
@@ -82,8 +81,7 @@ def compare_speed(base: pd.Series | None, rev: pd.Series | None) -> SpeedCompari
     b, r = number(base.get("tokens_per_s")), number(rev.get("tokens_per_s"))
     if not b or r is None:
         return None
-    return SpeedComparison(b, r, speed_spread(base["path"]) if base.get("path") else None,
-                           speed_spread(rev["path"]) if rev.get("path") else None)
+    return SpeedComparison(b, r, row_spread(base), row_spread(rev))
 
 
 def speed_sentence(base: pd.Series, rev: pd.Series) -> str | None:
@@ -183,7 +181,7 @@ def _spreads(df: pd.DataFrame) -> list[tuple[str, float]]:
     """(run, interquartile range / median of its per-step tokens/s) for every main run with per-step timings."""
     out = []
     for _, r in main_runs(df).iterrows():
-        q = speed_spread(r["path"]) if r.get("path") else None
+        q = row_spread(r)
         if q and q[1] > 0:
             out.append((str(r["run"]), (q[2] - q[0]) / q[1]))
     return out

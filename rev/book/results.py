@@ -43,7 +43,8 @@ PUBLISHED_SOURCE = "published, RTX 5070 Ti, bf16"
 
 COLUMNS = ["run", "role", "label", "screening", "chosen", "status", "device", "origin", "trunk", "h", "stream",
            "n_layer", "batch_size", "steps", "planned_steps", "tokens", "lr", "lr_scaling", "n_params",
-           "final_train_loss", "final_val_loss", "unigram_val_loss", "tokens_per_s", "peak_memory_bytes",
+           "final_train_loss", "final_val_loss", "unigram_val_loss", "tokens_per_s", "tokens_per_s_q1",
+           "tokens_per_s_q3", "peak_memory_bytes",
            "peak_memory_mib", "reconstruction_error", "wall_s", "torch", "world_size", "stopped_early", "path",
            "data", "data_source"]
 
@@ -107,8 +108,17 @@ def _run_row(run_dir: Path, problems: list[str]) -> dict | None:
     # (a busy machine) can fall below its own lower quartile, and every table, bar and verdict reads this column
     spread = speed_spread(run_dir)
     if spread is not None:
-        row["tokens_per_s"] = spread[1]
+        row["tokens_per_s_q1"], row["tokens_per_s"], row["tokens_per_s_q3"] = spread
     return row
+
+
+def row_spread(row: pd.Series | dict | None) -> tuple[float, float, float] | None:
+    """(lower quartile, median, upper quartile) of a `load_runs` row's per-step tokens/s, as read from its log
+    once by `load_runs`; None when the run logged no steps to give it a spread."""
+    if row is None:
+        return None
+    q = [number(row.get(k)) for k in ("tokens_per_s_q1", "tokens_per_s", "tokens_per_s_q3")]
+    return None if any(v is None for v in q) else tuple(q)
 
 
 def _screening_dirs(profile_dir: Path) -> list[Path]:
