@@ -30,7 +30,7 @@ from ..core.model import is_reversible
 from ..core.reversible import RECON_LIMIT
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS
 from .run_log import read_log, speed_spread, val_loss_after_steps, val_loss_at
-from .screening import _pick, _tied
+from .screening import pick_of_tie, tied_with_best
 
 MIB = 2**20
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
@@ -573,4 +573,4 @@ def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT)
           and number(r.get("val_loss")) is not None and not same(r)]
     if not ok:
         return None
-    return _pick(_tied([{**r, "tokens_per_s": r.get("tokens_per_s") or 0} for r in ok]))
+    return pick_of_tie(tied_with_best([{**r, "tokens_per_s": r.get("tokens_per_s") or 0} for r in ok]))

@@ -86,12 +86,14 @@ def reconstructs(row: dict, recon_limit: float = RECON_LIMIT) -> bool:
         and row["reconstruction_error"] <= recon_limit
 
 
-def _tied(ok: list[dict]) -> list[dict]:
+def tied_with_best(ok: list[dict]) -> list[dict]:
+    """The candidates within `LOSS_TIE` of the lowest validation loss: one seed cannot order them."""
     best = min(r["val_loss"] for r in ok)
     return [r for r in ok if r["val_loss"] <= best + LOSS_TIE]
 
 
-def _pick(tied: list[dict]) -> dict:
+def pick_of_tie(tied: list[dict]) -> dict:
+    """The rule's choice among tied candidates (also `results.distinct_runner_up`'s)."""
     # an fp32 stream first (half the state memory of fp64, no integer conversions), then the faster one
     return max(tied, key=lambda r: (r["stream"] == "fp32", r["tokens_per_s"]))
 
@@ -142,9 +144,9 @@ def choose(rows: list[dict], recon_limit: float = RECON_LIMIT) -> tuple[dict, st
     if not ok:
         raise ValueError("no reversible candidate reconstructed its input within "
                          f"{recon_limit}; use the fp64 or fixed stream or a smaller h")
-    tied = _tied(ok)
+    tied = tied_with_best(ok)
     best = min(r["val_loss"] for r in ok)
-    pick = _pick(tied)
+    pick = pick_of_tie(tied)
     base = next((r for r in rows if r["trunk"] == "residual"), None)
     reason = (f"{pick['name']} reached validation loss {pick['val_loss']:.3f} "
               f"(best reversible {best:.3f}; {len(tied)} candidate(s) within {LOSS_TIE} nats), "
@@ -188,8 +190,8 @@ def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):
 
     rev = [r for r in rows if is_reversible(r["trunk"])]
     ok = [r for r in rev if reconstructs(r, recon_limit)]
-    tied = _tied(ok) if ok else []
-    pick = _pick(tied) if tied else None
+    tied = tied_with_best(ok) if ok else []
+    pick = pick_of_tie(tied) if tied else None
     return pd.DataFrame([{"name": r["name"], "stream": r["stream"], "val_loss": r["val_loss"],
                           "reconstruction_error": r["reconstruction_error"],
                           "within_limit": r in ok, "in_tie": r in tied, "picked": r is pick,
