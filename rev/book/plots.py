@@ -242,9 +242,11 @@ def plot_reconstruction_error(df: pd.DataFrame):
         bars = ax.bar(x, err, color=colours)
         ax.set_xticks(x, [f"{lab}\n{t} h={h:g} {s}" for lab, t, h, s in zip(rev["label"], rev["trunk"], rev["h"],
                                                                             rev["stream"])], fontsize=7, rotation=20)
-        ax.bar_label(bars, labels=[f"{e:.1e}" for e in rev["reconstruction_error"]], fontsize=8)
+        ax.bar_label(bars, labels=["exactly 0" if e == 0 else f"{e:.1e}" for e in rev["reconstruction_error"]],
+                     fontsize=8)
         ax.axhline(RECON_LIMIT, color="k", ls="--", lw=1, label=f"warning threshold {RECON_LIMIT:g}")
         ax.set_yscale("log")
+        ax.set_ylim(top=RECON_LIMIT * 30)   # room above the threshold for the labels of the largest errors
         ax.legend(fontsize=8)
     ax.set(title="reconstruction error of the trained trunk (relative)", ylabel="|x - inverse(forward(x))| / |x|")
     fig.tight_layout()
