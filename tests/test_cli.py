@@ -38,6 +38,8 @@ CASES: list[tuple[str, str, str]] = [
     ("prepare", "--profile nope", "unknown profile"),
     ("prepare", "--stories 10 --out {file}", "is a file"),
     ("prepare", "--stories 10 --data-root {file}", "is a file"),
+    # a local copy that `datasets` reads but that holds another data set's columns
+    ("prepare", "--source tinystories --stories 10 --out {tmp}/ts {othercopy}", "has the columns story, label"),
     ("train", "--profile nope", "unknown profile"),
     ("train", "--profile smoke --device gpu0", "unknown device 'gpu0'"),
     ("train", "--profile smoke --device cuda", "no CUDA GPU"),
@@ -189,13 +191,30 @@ def _scratch_repo(root: Path, monkeypatch) -> Path:
 
 
 def _argv(command: str, args: str, tmp: Path) -> list[str]:
-    words = args.replace("{tmp}", str(tmp)).replace("{file}", str(tmp / "afile"))
+    words = args.replace("{tmp}", str(tmp)).replace("{file}", str(tmp / "afile")).replace("{othercopy}", "")
     return [command, *[w.replace("{partial}", str(tmp / "partial")) for w in words.split()]]
+
+
+def _other_dataset_copy(root: Path, monkeypatch, request) -> None:
+    """REV_TINYSTORIES naming a folder in the hub's layout whose splits hold other columns than `text`."""
+    datasets = pytest.importorskip("datasets")
+    from rev.engine import tinystories
+
+    folder = root / "Other" / "data"
+    folder.mkdir(parents=True)
+    for split in ("train", "validation"):
+        rows = {"story": ["Once upon a time.", "The end."], "label": [0, 1]}
+        datasets.Dataset.from_dict(rows).to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
+    monkeypatch.setenv(tinystories.LOCAL_ENV, str(folder.parent))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(root / "hf-cache"))
+    if datasets.is_progress_bar_enabled():  # datasets' own bars while it reads the copy are not the command's output
+        datasets.disable_progress_bars()
+        request.addfinalizer(datasets.enable_progress_bars)
 
 
 @pytest.mark.parametrize("command,args,says", CASES, ids=[f"{c} {a}" for c, a, _ in CASES])
 def test_bad_input_is_one_line_a_failing_status_and_nothing_written(command, args, says, tmp_path, monkeypatch,
-                                                                    capsys, tmp_path_factory):
+                                                                    capsys, tmp_path_factory, request):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(TRACEBACK_ENV, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # the same answers on a machine with a GPU
@@ -205,6 +224,9 @@ def test_bad_input_is_one_line_a_failing_status_and_nothing_written(command, arg
         for name in SEQUENCE[:3]:
             shutil.copy(reference.REFERENCE_DIR / f"{name}.ipynb", tmp_path / "partial")
     repo = [_scratch_repo(tmp_path_factory.mktemp("repo"), monkeypatch)] if command in TOUCH_REPO else []
+    if "{othercopy}" in args:
+        _other_dataset_copy(tmp_path_factory.mktemp("hub"), monkeypatch, request)
+        capsys.readouterr()
     before, repo_before = _snapshot(tmp_path), _snapshot(*repo)
 
     status = cli(_argv(command, args, tmp_path))

@@ -51,7 +51,9 @@ def amp_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | No
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
-    if dtype is None:
+    """Autocast to `dtype` on `device`'s type; nothing at all for None or for fp32, the parameters' own dtype
+    (CPU autocast does not support fp32 and would warn on every run)."""
+    if dtype is None or dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=dtype)
 

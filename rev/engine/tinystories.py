@@ -20,6 +20,8 @@ from .data import EOT, DataError
 TINYSTORIES = "roneneldan/TinyStories"
 LOCAL_ENV = "REV_TINYSTORIES"
 
+TEXT_COLUMN = "text"  # the column of the stories, in both splits
+
 
 def dataset_path() -> str:
     """What `datasets.load_dataset` is given: the hub's name, or the local folder `REV_TINYSTORIES` names."""
@@ -71,10 +73,24 @@ def load_splits() -> dict[str, Any]:
     except ImportError as e:
         raise DataError("the tinystories source needs the `datasets` package: pip install datasets") from e
     try:
-        return {split: datasets.load_dataset(path, split=hf) for split, hf in
-                (("train", "train"), ("val", "validation"))}
+        splits = {split: datasets.load_dataset(path, split=hf) for split, hf in
+                  (("train", "train"), ("val", "validation"))}
     except Exception as e:  # network, cache and hub errors come in many types; all mean "not available here"
         if local:
             raise DataError(f"{LOCAL_ENV}={path}: `datasets` cannot read it as {TINYSTORIES} ({type(e).__name__}: "
                             f"{e}); it needs train and validation splits with a text column") from e
         raise DataError(offline_message(f"{type(e).__name__}: {e}")) from e
+    check_columns(splits, path)
+    return splits
+
+
+def check_columns(splits: dict[str, Any], path: str) -> None:
+    """A DataError naming what was found when a split that loaded has no `text` column: another data set's
+    layout reads without complaint and would otherwise fail deep inside tokenization."""
+    for split, ds in splits.items():
+        found = list(getattr(ds, "column_names", None) or [])
+        if TEXT_COLUMN not in found:
+            where = f"{LOCAL_ENV}={path}" if path != TINYSTORIES else TINYSTORIES
+            raise DataError(f"{where}: its {split} split has the columns {', '.join(found) or '(none)'}, not the "
+                            f"`{TEXT_COLUMN}` column {TINYSTORIES} stories are read from; point {LOCAL_ENV} at a "
+                            f"copy in {TINYSTORIES}'s layout")
