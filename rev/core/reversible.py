@@ -37,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -169,20 +169,39 @@ class ReversibleSpec:
         return [g if g is not None else torch.zeros_like(p) for g, p in zip(flat, params)]
 
 
-def _check_parameters(spec: ReversibleSpec, params: Sequence[Tensor], versions: Sequence[int]) -> None:
-    """The memory-free backward recomputes every block from the module's parameters as they are at backward
-    time, so they must be the very tensors forward ran with, unchanged (autograd makes the same check on the
-    tensors it saves; a version counter costs no device sync)."""
-    now = [p for b in spec.blocks for p in b.parameters()]
-    if len(now) != len(params) or any(a is not b for a, b in zip(now, params)):
-        raise RuntimeError("the reversible trunk's blocks hold other parameters in backward than in forward (a "
-                           "reparametrization active during forward only, such as torch.func.functional_call?); "
-                           "its backward recomputes the blocks from the module's own parameters: pass the module's "
-                           "parameters themselves, or use the stored twin trunk")
+def _check_parameters(params: Sequence[Tensor], versions: Sequence[int]) -> None:
+    """The memory-free backward recomputes every block from the very tensors forward ran with, so they must be
+    unchanged (autograd makes the same check on the tensors it saves; a version counter costs no device sync)."""
     if any(p._version != v for p, v in zip(params, versions)):
         raise RuntimeError("a parameter of the reversible trunk was modified in place between forward and backward "
                            "(an optimizer step before backward?); its backward recomputes the blocks with the "
                            "parameters as they are now, which would give wrong gradients: call backward first")
+
+
+@contextlib.contextmanager
+def blocks_with(spec: "ReversibleSpec", params: Sequence[Tensor]) -> Iterator[None]:
+    """The blocks, for the length of the context, holding `params` (the tensors forward ran with) as their
+    parameters. Where they hold them already, nothing changes. Where forward ran under a reparametrization that
+    backward no longer sees (`torch.func.functional_call` swaps parameters for the call only), the blocks are
+    reparametrized the same way again, so the recompute uses the tensors forward used and their gradients
+    reach the caller's tensors."""
+    now = [p for b in spec.blocks for p in b.parameters()]
+    if len(now) != len(params):
+        raise RuntimeError(f"the reversible trunk's blocks hold {len(now)} parameters in backward where forward "
+                           f"ran with {len(params)}: do not add or remove parameters between forward and backward")
+    if all(a is b for a, b in zip(now, params)):
+        yield
+        return
+    from torch.nn.utils.stateless import _reparametrize_module  # what functional_call itself enters
+
+    with contextlib.ExitStack() as stack:
+        start = 0
+        for block in spec.blocks:
+            names = [name for name, _ in block.named_parameters()]
+            given = dict(zip(names, params[start:start + len(names)]))
+            start += len(names)
+            stack.enter_context(_reparametrize_module(block, given))
+        yield
 
 
 class ReversibleFunction(torch.autograd.Function):
@@ -213,8 +232,13 @@ class ReversibleFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads_out: Tensor):
         ctx.saved_tensors  # noqa: B018 -- raises autograd's "backward through the graph a second time" error
+        _check_parameters(ctx.params, ctx.versions)
+        with blocks_with(ctx.spec, ctx.params):
+            return ReversibleFunction._backward(ctx, grads_out)
+
+    @staticmethod
+    def _backward(ctx, grads_out: Sequence[Tensor]):
         spec, stream = ctx.spec, ctx.spec.stream
-        _check_parameters(spec, ctx.params, ctx.versions)
         if ctx.state is None:  # a second backward: the first freed the final state, rebuild it from the input
             with ctx.autocast.context():
                 ctx.state, ctx.kept = run_forward(spec.integrator, spec.blocks, ctx.rebuilt_input, spec.h, stream,

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from rev import GPT, GPTConfig
+from rev.core.model import stored_twin
 from rev.core.streams import STREAMS
 
 LAYOUTS = {"plain": dict(pos_chunk=0, batch_slice=0), "kept+chunks+heads": dict(keep=(1,), pos_chunk=3, split_heads=True),
@@ -94,16 +95,51 @@ def test_second_backward_with_retain_graph(trunk, stream):
         loss.backward()   # the last one did not retain the graph: autograd's own error, as for any function
 
 
-def test_parameters_swapped_for_forward_only_are_refused():
-    """torch.func.functional_call swaps the parameters for forward only, but the memory-free backward recomputes
-    the blocks from the module's parameters: that would be a silently wrong gradient, so it is refused."""
+def _functional_grads(model: GPT, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Gradients w.r.t. parameter tensors passed explicitly by torch.func.functional_call: the model's own,
+    scaled, so that a backward recomputing with the module's own parameters gets other gradients."""
     from torch.func import functional_call
 
-    model = GPT(GPTConfig(vocab_size=16, seq_len=4, n_layer=2, n_head=2, d_model=8, trunk="reveuler_rev"))
-    params = {n: p.detach().clone().requires_grad_() for n, p in model.trunk.named_parameters()}
-    out = functional_call(model.trunk, params, (torch.randn(1, 4, 8),))
-    with pytest.raises(RuntimeError, match="functional_call"):
-        out.sum().backward()
+    params = {n: (p.detach() * 1.5 + 0.01).requires_grad_() for n, p in model.named_parameters()}
+    loss = functional_call(model, params, (idx, idx))
+    return dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
+
+
+@pytest.mark.parametrize("stream", sorted(STREAMS))
+@pytest.mark.parametrize("trunk", ["midpoint_rev", "reveuler_rev"])
+@pytest.mark.parametrize("layout", ["plain", "batch slices", "kept+chunks+heads"])
+def test_functional_call_gives_the_stored_twins_gradients(trunk, stream, layout):
+    """torch.func.functional_call swaps the parameters for forward only; the memory-free backward recomputes the
+    blocks with the tensors forward was given, so the gradients w.r.t. them are the stored twin's (float64)."""
+    cfg = dict(vocab_size=32, seq_len=8, n_layer=3, n_head=2, d_model=16, stream=stream, **LAYOUTS[layout])
+    torch.manual_seed(0)
+    rev_model = GPT(GPTConfig(trunk=trunk, **cfg)).double()
+    twin = GPT(GPTConfig(trunk=stored_twin(trunk), **cfg)).double()
+    twin.load_state_dict(rev_model.state_dict())
+    idx = torch.randint(0, 32, (3, 8), generator=torch.Generator().manual_seed(1))
+    got, want = _functional_grads(rev_model, idx), _functional_grads(twin, idx)
+    worst = max(((got[n] - want[n]).norm() / want[n].norm()).item() for n in want)
+    assert worst <= 1e-12, f"{trunk}/{stream}/{layout}: worst relative gradient gap {worst:.2e}"
+    assert all(p.grad is None for p in rev_model.parameters()), "the module's own parameters received gradients"
+
+
+@pytest.mark.parametrize("trunk", ["midpoint_rev", "reveuler_rev"])
+def test_gradcheck_through_functional_call(trunk):
+    """gradcheck with the input and a few block parameters as explicit inputs of functional_call."""
+    from torch.func import functional_call
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=16, seq_len=4, n_layer=2, n_head=2, d_model=8, trunk=trunk,
+                          stream="fp64")).double()
+    names = [n for n, _ in model.trunk.named_parameters()][:3]
+    own = dict(model.trunk.named_parameters())
+    params = [(own[n].detach().clone() * 15).requires_grad_() for n in names]   # weights that weigh in
+    x = torch.randn(1, 4, 8, dtype=torch.float64, requires_grad=True)
+
+    def f(x, *given):
+        return functional_call(model.trunk, dict(zip(names, given)), (x,))
+
+    assert torch.autograd.gradcheck(f, (x, *params), eps=1e-6, atol=1e-6, nondet_tol=1e-12, fast_mode=True)
 
 
 def test_parameters_changed_between_forward_and_backward_are_refused():
