@@ -20,7 +20,7 @@ import torch
 
 from rev.__main__ import COMMANDS, cli, main
 from rev.book import colab, reference
-from rev.book.workbook import SEQUENCE
+from rev.book.sequence import SEQUENCE
 from rev.engine.cli import TRACEBACK_ENV
 
 REPO = Path(__file__).resolve().parents[1]

@@ -198,7 +198,7 @@ def build_course(out: str | Path, notebooks: list[str] | None = None, profile: s
     import nbformat
 
     from .bundle import source_root
-    from .workbook import NOTEBOOK_DIR, SEQUENCE
+    from .sequence import NOTEBOOK_DIR, SEQUENCE
 
     if profile not in CELL_TIMEOUT_S:
         raise CourseError(f"--profile {profile}: a course grades on one of {', '.join(CELL_TIMEOUT_S)}")

@@ -123,7 +123,7 @@ def write_references(executed_dir: str | Path, out_dir: str | Path = REFERENCE_D
     and made before any reference is written: with one missing or unreadable, the references stay as they were."""
     import nbformat
 
-    from .workbook import SEQUENCE
+    from .sequence import SEQUENCE
 
     missing = [name for name in SEQUENCE if not (Path(executed_dir) / f"{name}.ipynb").is_file()]
     if missing:
@@ -143,7 +143,7 @@ def check_references(executed_dir: str | Path, ref_dir: str | Path = REFERENCE_D
     refs = sorted(Path(ref_dir).glob("*.ipynb"))
     if not refs:
         return [f"no reference notebooks in {ref_dir}: write them with `{REGENERATE}`"]
-    from .workbook import SEQUENCE
+    from .sequence import SEQUENCE
 
     have = {r.stem for r in refs}
     problems = [f"{name}: no reference output yet: write it with `{REGENERATE}`" for name in SEQUENCE

@@ -1,48 +1,11 @@
-"""Notebooks 03-06: the figures of runs -- the live loss curve while a run trains, loss curves side by side, the
-screening's bars, and peak memory beside speed.
+"""Notebooks 03-06: the figures of runs -- loss curves side by side, the screening's bars, and peak memory beside
+speed (the live curve while a run trains is `rev.book.live_loss`, which training imports without these).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from .run_log import read_log
-
-
-class LiveLoss:
-    """Training callback that redraws the loss curve in a notebook every `every` steps (one figure,
-    updated in place, so a headless run records just the final picture)."""
-
-    def __init__(self, title: str, every: int = 20):
-        self.title, self.every = title, every
-        self.steps: list[int] = []
-        self.loss: list[float] = []
-        self.val: list[tuple[int, float]] = []
-        self.handle = None
-
-    def __call__(self, step: int, row: dict, model) -> None:
-        self.steps.append(row["tokens"])
-        self.loss.append(row["loss"])
-        if row["val_loss"] != "":
-            self.val.append((row["tokens"], row["val_loss"]))
-        if step % self.every == 0 or row["val_loss"] != "":
-            self.draw()
-
-    def draw(self) -> None:
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
-        fig, ax = plt.subplots(figsize=(6, 3.2))
-        ax.plot(self.steps, self.loss, lw=0.8, label="train")
-        if self.val:
-            ax.plot(*zip(*self.val), "o-", label="validation")
-        ax.set(xlabel="tokens", ylabel="loss", title=self.title)
-        ax.legend()
-        fig.tight_layout()
-        if self.handle is None:
-            self.handle = display(fig, display_id=True)
-        else:
-            self.handle.update(fig)
-        plt.close(fig)
 
 
 def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, levels: dict[str, float] | None = None):

@@ -18,7 +18,7 @@ from ..engine.files import read_json
 from ..engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
 from ..engine.train import TrainConfig, train
 from .run_log import read_log, step_speeds
-from .run_plots import LiveLoss
+from .live_loss import LiveLoss
 
 RUN3B, RUNNER_UP = EXTRA_RUNS
 

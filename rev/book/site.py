@@ -1,6 +1,6 @@
 """`python -m rev site`: the HTML edition of the executed workbook, to read without running anything.
 
-It serves the notebooks that `python -m rev workbook` executed (in `rev.book.workbook.SEQUENCE` order), the
+It serves the notebooks that `python -m rev workbook` executed (in `rev.book.sequence.SEQUENCE` order), the
 report (`REPORT.md` and its figures), a landing page, navigation and search, as a static folder that opens from
 disk or any web server. Sphinx + myst-nb + sphinx-book-theme build it (the `site` extra: ``pip install -e
 ".[site]"``) with ``nb_execution_mode = "off"``: nothing is re-run, so each page shows what that run printed.
@@ -42,10 +42,10 @@ import nbformat
 
 from ..engine.cli import folder_arg
 from .colab import SETUP_CELL, _REF, _URL
-from .workbook import SEQUENCE
+from .sequence import SEQUENCE
+from .site_check import MANIFEST, SiteError
 
 ASSETS = Path(__file__).resolve().parent / "site_assets"
-MANIFEST = "site.json"          # what the browser check expects of each page
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 REMOTE_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
@@ -75,10 +75,6 @@ CHAPTER_LINES = {
     "09b_adaptive_rank": "the reversal defect as a rank signal for a low-rank state, tested in the open",
     "10_finetune_trace_rollback": "an exact trace of fine-tuning, walked back to the starting weights",
 }
-
-
-class SiteError(RuntimeError):
-    pass
 
 
 @dataclass

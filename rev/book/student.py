@@ -158,7 +158,7 @@ def write_student_edition(out: str | Path = "build/student", source: str | Path 
     `out`/notebooks/; returns each written path with its number of exercises."""
     import nbformat
 
-    from .workbook import NOTEBOOK_DIR
+    from .sequence import NOTEBOOK_DIR
 
     src = Path(source) if source else NOTEBOOK_DIR
     dest = Path(out) / "notebooks"

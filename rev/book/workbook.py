@@ -22,14 +22,7 @@ from ..engine.cli import UserError, folder_arg
 from ..engine.files import atomic_path, read_json, write_json
 from ..engine.progress import text_progress
 from ..engine.profiles import resolve_profile_name
-
-NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
-SEQUENCE = (
-    "00_setup", "01_integrator_theory", "01b_build_the_backward", "02_tests", "03_screening", "04_run1_baseline",
-    "05_run2_reversible_same_batch", "06_run3_reversible_max_batch", "07_report",
-    "07b_where_reversible_stands", "08_training_irreversibility", "09_adaptive_checkpointing", "09b_adaptive_rank",
-    "10_finetune_trace_rollback",
-)
+from .sequence import NOTEBOOK_DIR, SEQUENCE
 
 
 class WorkbookError(RuntimeError):

@@ -20,7 +20,7 @@ import pytest
 from rev.book import course, student
 from rev.book.colab import _BADGE
 from rev.book.exercises import TODO, ExerciseNotAnswered, check
-from rev.book.workbook import NOTEBOOK_DIR, SEQUENCE
+from rev.book.sequence import NOTEBOOK_DIR, SEQUENCE
 
 QUICK = "01_integrator_theory"   # seconds on smoke, and two code exercises: a partial score is possible
 

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 
 from rev.book import student  # noqa: E402
 from rev.book.exercises import PASS, TODO, ExerciseFailed, check  # noqa: E402
-from rev.book.workbook import NOTEBOOK_DIR, SEQUENCE  # noqa: E402
+from rev.book.sequence import NOTEBOOK_DIR, SEQUENCE  # noqa: E402
 
 
 def _notebook(name: str):

@@ -49,7 +49,7 @@ def test_an_edited_checked_cell_asks_for_regeneration():
 
 
 def test_write_and_check_round_trip(tmp_path, monkeypatch):
-    monkeypatch.setattr("rev.book.workbook.SEQUENCE", ("a", "b"))
+    monkeypatch.setattr("rev.book.sequence.SEQUENCE", ("a", "b"))
     for name in ("a", "b"):
         nbformat.write(_executed(), tmp_path / f"{name}.ipynb")
     R.write_references(tmp_path, tmp_path / "ref")
@@ -63,7 +63,7 @@ def test_write_and_check_round_trip(tmp_path, monkeypatch):
 @pytest.mark.skipif(not any(R.REFERENCE_DIR.glob("*.ipynb")), reason="no committed references yet")
 def test_committed_references_match_the_notebooks_checked_cells():
     """A checked cell edited without regenerating the reference fails here, in seconds, not after CI's workbook."""
-    from rev.book.workbook import NOTEBOOK_DIR
+    from rev.book.sequence import NOTEBOOK_DIR
 
     for ref in sorted(R.REFERENCE_DIR.glob("*.ipynb")):
         nb = nbformat.read(NOTEBOOK_DIR / ref.name, as_version=4)

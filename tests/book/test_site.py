@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rev.book import site, workbook
+from rev.book import sequence, site, workbook
 from rev.book.colab import SETUP_CELL
 from rev.book.site_check import page_problems
 
@@ -135,7 +135,7 @@ def test_dollars_in_code_are_not_math():
 
 
 def test_every_chapter_of_the_workbook_has_its_landing_line():
-    assert set(site.CHAPTER_LINES) == set(workbook.SEQUENCE)
+    assert set(site.CHAPTER_LINES) == set(sequence.SEQUENCE)
 
 
 def test_a_folder_without_executed_notebooks_says_what_to_run(tmp_path, capsys):

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from rev.book import student
-from rev.book.workbook import NOTEBOOK_DIR, SEQUENCE
+from rev.book.sequence import NOTEBOOK_DIR, SEQUENCE
 
 
 def _split(source: str) -> tuple[list[str], list[list[str]], list[str]]:
