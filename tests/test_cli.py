@@ -40,6 +40,7 @@ CASES: list[tuple[str, str, str]] = [
     ("prepare", "--stories 10 --data-root {file}", "is a file"),
     # a local copy that `datasets` reads but that holds another data set's columns
     ("prepare", "--source tinystories --stories 10 --out {tmp}/ts {othercopy}", "has the columns story, label"),
+    ("prepare", "--source tinystories --stories 10 --out {tmp}/ts {numbercopy}", "holds int64"),
     ("train", "--profile nope", "unknown profile"),
     ("train", "--profile smoke --device gpu0", "unknown device 'gpu0'"),
     ("train", "--profile smoke --device cuda", "no CUDA GPU"),
@@ -191,19 +192,19 @@ def _scratch_repo(root: Path, monkeypatch) -> Path:
 
 
 def _argv(command: str, args: str, tmp: Path) -> list[str]:
-    words = args.replace("{tmp}", str(tmp)).replace("{file}", str(tmp / "afile")).replace("{othercopy}", "")
+    words = args.replace("{tmp}", str(tmp)).replace("{file}", str(tmp / "afile"))
+    words = words.replace("{othercopy}", "").replace("{numbercopy}", "")
     return [command, *[w.replace("{partial}", str(tmp / "partial")) for w in words.split()]]
 
 
-def _other_dataset_copy(root: Path, monkeypatch, request) -> None:
-    """REV_TINYSTORIES naming a folder in the hub's layout whose splits hold other columns than `text`."""
+def _other_dataset_copy(root: Path, monkeypatch, request, rows: dict) -> None:
+    """REV_TINYSTORIES naming a folder in the hub's layout whose splits hold `rows` (another data set's columns)."""
     datasets = pytest.importorskip("datasets")
     from rev.engine import tinystories
 
     folder = root / "Other" / "data"
     folder.mkdir(parents=True)
     for split in ("train", "validation"):
-        rows = {"story": ["Once upon a time.", "The end."], "label": [0, 1]}
         datasets.Dataset.from_dict(rows).to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
     monkeypatch.setenv(tinystories.LOCAL_ENV, str(folder.parent))
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(root / "hf-cache"))
@@ -224,8 +225,10 @@ def test_bad_input_is_one_line_a_failing_status_and_nothing_written(command, arg
         for name in SEQUENCE[:3]:
             shutil.copy(reference.REFERENCE_DIR / f"{name}.ipynb", tmp_path / "partial")
     repo = [_scratch_repo(tmp_path_factory.mktemp("repo"), monkeypatch)] if command in TOUCH_REPO else []
-    if "{othercopy}" in args:
-        _other_dataset_copy(tmp_path_factory.mktemp("hub"), monkeypatch, request)
+    if "{othercopy}" in args or "{numbercopy}" in args:
+        rows = {"story": ["Once upon a time.", "The end."], "label": [0, 1]} if "{othercopy}" in args else \
+            {"text": [3, 4]}
+        _other_dataset_copy(tmp_path_factory.mktemp("hub"), monkeypatch, request, rows)
         capsys.readouterr()
     before, repo_before = _snapshot(tmp_path), _snapshot(*repo)
 
