@@ -191,9 +191,16 @@ def _scratch_repo(root: Path, monkeypatch) -> Path:
     return root
 
 
+# Local TinyStories copies that `datasets` reads but that hold the wrong thing: another data set's columns, or a
+# `text` column of numbers. A row names one by its placeholder.
+WRONG_COPIES = {"{othercopy}": {"story": ["Once upon a time.", "The end."], "label": [0, 1]},
+                "{numbercopy}": {"text": [3, 4]}}
+
+
 def _argv(command: str, args: str, tmp: Path) -> list[str]:
     words = args.replace("{tmp}", str(tmp)).replace("{file}", str(tmp / "afile"))
-    words = words.replace("{othercopy}", "").replace("{numbercopy}", "")
+    for placeholder in WRONG_COPIES:
+        words = words.replace(placeholder, "")
     return [command, *[w.replace("{partial}", str(tmp / "partial")) for w in words.split()]]
 
 
@@ -225,10 +232,9 @@ def test_bad_input_is_one_line_a_failing_status_and_nothing_written(command, arg
         for name in SEQUENCE[:3]:
             shutil.copy(reference.REFERENCE_DIR / f"{name}.ipynb", tmp_path / "partial")
     repo = [_scratch_repo(tmp_path_factory.mktemp("repo"), monkeypatch)] if command in TOUCH_REPO else []
-    if "{othercopy}" in args or "{numbercopy}" in args:
-        rows = {"story": ["Once upon a time.", "The end."], "label": [0, 1]} if "{othercopy}" in args else \
-            {"text": [3, 4]}
-        _other_dataset_copy(tmp_path_factory.mktemp("hub"), monkeypatch, request, rows)
+    for placeholder, rows in WRONG_COPIES.items():
+        if placeholder in args:
+            _other_dataset_copy(tmp_path_factory.mktemp("hub"), monkeypatch, request, rows)
         capsys.readouterr()
     before, repo_before = _snapshot(tmp_path), _snapshot(*repo)
 

@@ -12,4 +12,3 @@ SEQUENCE = (
     "07b_where_reversible_stands", "08_training_irreversibility", "09_adaptive_checkpointing", "09b_adaptive_rank",
     "10_finetune_trace_rollback",
 )
-

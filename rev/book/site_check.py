@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
-
 # The contract between the site's builder (`rev.book.site`, which writes this file and raises this error) and
 # this check, which reads the file: defined here so that the check does not import the builder.
 MANIFEST = "site.json"          # what the browser check expects of each page
@@ -31,6 +30,7 @@ MANIFEST = "site.json"          # what the browser check expects of each page
 
 class SiteError(RuntimeError):
     pass
+
 
 LOCAL_HOSTS = ("127.0.0.1",)
 CHROMIUM_FLAGS = [

@@ -249,7 +249,7 @@ def _text_corpus(req: dict[str, Any]) -> _Corpus:
 
 def _texts(dataset: Any) -> Iterator[str]:
     for batch in dataset.iter(batch_size=_STORIES_PER_BATCH):
-        for text in batch["text"]:
+        for text in batch[tinystories.TEXT_COLUMN]:
             text = (text or "").strip()
             if text:
                 yield text

@@ -89,12 +89,13 @@ def check_columns(splits: dict[str, Any], path: str) -> None:
     text: another data set's layout reads without complaint and would otherwise fail deep inside tokenization."""
     where = f"{LOCAL_ENV}={path}" if path != TINYSTORIES else TINYSTORIES
     for split, ds in splits.items():
-        found = list(getattr(ds, "column_names", None) or [])
+        found = list(ds.column_names)
         if TEXT_COLUMN not in found:
             raise DataError(f"{where}: its {split} split has the columns {', '.join(found) or '(none)'}, not the "
                             f"`{TEXT_COLUMN}` column {TINYSTORIES} stories are read from; point {LOCAL_ENV} at a "
                             f"copy in {TINYSTORIES}'s layout")
-        kind = getattr(getattr(ds, "features", {}).get(TEXT_COLUMN), "dtype", "string")
+        feature = ds.features[TEXT_COLUMN]
+        kind = getattr(feature, "dtype", type(feature).__name__)   # a list or struct feature has no dtype
         if kind not in ("string", "large_string"):
             raise DataError(f"{where}: the `{TEXT_COLUMN}` column of its {split} split holds {kind}, not the "
                             f"stories' text; point {LOCAL_ENV} at a copy in {TINYSTORIES}'s layout")
