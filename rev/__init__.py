@@ -1,7 +1,9 @@
 """rev: reversible training of small GPTs, for the revbook workbook.
 
 Four rooms, imports pointing down only: `rev.core` (the reversible idea) <- `rev.engine` (what trains) <-
-`rev.book` (what notebooks 00-07 call) and `rev.chapters` (the companion chapters 08-10).
+`rev.chapters` (what each notebook calls, one package per chapter) and `rev.book` (what turns the notebooks into
+editions: the headless workbook run, reference outputs, student edition, course, HTML site, Colab bundle). The
+last two do not import each other.
 """
 from .core.model import GPT, GPTConfig, TRUNKS
 from .core.reversible import reconstruction_error

@@ -18,7 +18,7 @@ COMMANDS = {
     "train": ("rev.engine.train", "train one run of a profile"),
     "maxbatch": ("rev.engine.maxbatch", "find the largest batch that fits"),
     "bench": ("rev.engine.bench", "memory and speed of every trunk, side by side"),
-    "report": ("rev.book.report", "tables, plots and REPORT.md from results"),
+    "report": ("rev.chapters.report.writer", "tables, plots and REPORT.md from results"),
     "workbook": ("rev.book.workbook", "run the notebook sequence headless"),
     "bundle": ("rev.book.bundle", "pack code, tokenizer and token files for Colab"),
     "student": ("rev.book.student", "write the student edition of the notebooks (solutions stubbed)"),

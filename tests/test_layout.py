@@ -6,6 +6,7 @@ two modules that cannot be understood, tested or moved one without the other."""
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rev"
@@ -90,3 +91,48 @@ def test_rooms_import_downwards_only():
              if m.count(".") >= 1 and t.count(".") >= 1
              and t.split(".")[1] not in MAY_IMPORT.get(m.split(".")[1], {t.split(".")[1]})]
     assert wrong == [], "imports that point up (core imports torch only, engine only core) or across book/chapters"
+
+
+CHAPTERS = PACKAGE / "chapters"
+NOTEBOOKS = PACKAGE.parent / "notebooks"
+
+
+def test_every_chapter_package_names_each_of_its_modules_in_its_story():
+    """Each chapter package's `__init__` docstring tells the story module by module: a module it does not name is
+    one a reader of the package cannot find."""
+    unnamed = {}
+    for pkg in sorted(p for p in CHAPTERS.iterdir() if (p / "__init__.py").is_file()):
+        doc = ast.get_docstring(ast.parse((pkg / "__init__.py").read_text())) or ""
+        missing = [m.stem for m in sorted(pkg.glob("*.py")) if m.stem != "__init__" and f"`{m.stem}`" not in doc]
+        if missing:
+            unnamed[pkg.name] = missing
+    assert unnamed == {}, "chapter modules their package's docstring does not name"
+
+
+def test_notebooks_call_chapters_not_editions():
+    """The editions (`rev.book`) make books of the notebooks; a notebook that imported one would depend on what
+    is made from it."""
+    import json
+    import re
+
+    wrong = []
+    for nb in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+            wrong += [(nb.name, line) for line in re.findall(r"^\s*(?:from|import) rev\.book\b.*$", source, re.M)]
+    assert wrong == [], "notebooks importing rev.book"
+
+
+def test_no_chapter_package_hides_one_of_its_modules_behind_a_name():
+    """A package that re-exports a function named like one of its modules (`screening.screen`, say) makes
+    `package.module` mean the function: a test patching the module patches nothing."""
+    import importlib
+
+    hidden = []
+    for pkg in sorted(p for p in CHAPTERS.iterdir() if (p / "__init__.py").is_file()):
+        package = importlib.import_module(f"rev.chapters.{pkg.name}")
+        for module in sorted(m.stem for m in pkg.glob("*.py") if m.stem != "__init__"):
+            attr = getattr(package, module, None)
+            if attr is not None and not inspect.ismodule(attr):
+                hidden.append(f"rev.chapters.{pkg.name}.{module}")
+    assert hidden == [], "package names that hide a module"

@@ -41,6 +41,7 @@ from typing import Any
 import nbformat
 
 from ..engine.cli import folder_arg
+from ..engine.results_folder import PLOTS_DIR, REPORT_NAME
 from .colab import SETUP_CELL, _REF, _URL
 from .sequence import SEQUENCE
 from .site_check import MANIFEST, SiteError
@@ -435,8 +436,6 @@ def landing_page(pages: list[Page], params: dict[str, Any], report: bool, when: 
 
 def copy_report(results_root: Path, profile: str, source: Path) -> Page | None:
     """report.md (and its plots) from results/<profile>/REPORT.md, or None when the run wrote none."""
-    from .report import PLOTS_DIR, REPORT_NAME
-
     folder = results_root / profile
     report = folder / REPORT_NAME
     if not report.is_file():

@@ -1,7 +1,7 @@
 """`python -m rev student [--out DIR]`: write the student edition of every notebook from the instructor edition.
 
 The repository holds the instructor edition: solutions filled in, so papermill, nbval and CI run it green. The
-student edition is generated from it with nbformat, following nbgrader's markers (see `rev.book.exercises`):
+student edition is generated from it with nbformat, following nbgrader's markers (see `rev.chapters.shared.exercises`):
 
 * in a cell tagged `solution`, each region between `### BEGIN SOLUTION` and `### END SOLUTION` becomes
   `raise NotImplementedError("Exercise NN.k: <title>")`, indented like the region it replaces;

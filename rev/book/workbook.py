@@ -1,5 +1,6 @@
 """`python -m rev workbook --profile P`: execute the notebook sequence headless with papermill, keep the
-executed copies in the build folder, then write the report (and, with `--site`, the HTML edition: `rev.book.site`).
+executed copies in the build folder, then write the report (by running `python -m rev report`) and, with `--site`,
+the HTML edition (`rev.book.site`).
 
 Each notebook receives the profile and absolute results/data folders through its `parameters` cell. On a
 failure the run stops and names the notebook, the failing cell and the executed copy to open.
@@ -9,12 +10,14 @@ that ran to its end leaves a marker, results/<profile>/workbook/<name>.json, wri
 with the notebook's source hash and parameters; a notebook with a matching marker is skipped (`--force` runs
 it anyway), an edited notebook or other parameters run again. The markers live beside the results, not in the
 build folder, so a new Colab session with RESULTS_DIR on Drive picks up too. Inside a notebook the training
-runs do the same (`rev.book.runs.train_run`: finished runs reused, interrupted ones resumed).
+runs do the same (`rev.chapters.shared.runs.train_run`: finished runs reused, interrupted ones resumed).
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from ..engine.cli import UserError, folder_arg
 from ..engine.files import atomic_path, read_json, write_json
 from ..engine.progress import text_progress
 from ..engine.profiles import resolve_profile_name
+from ..engine.results_folder import REPORT_NAME
 from .sequence import NOTEBOOK_DIR, SEQUENCE
 
 
@@ -118,11 +122,19 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
         print(f"      done in {seconds:.0f} s -> {dst}", flush=True)
         done.append(dst)
     if not only or "07_report" in names:
-        from .report import write_report
-
-        path = write_report(results, profile)
-        print(f"report: {path}")
+        print(f"report: {write_report(results, profile)}")
     return done
+
+
+def write_report(results: str | Path, profile: str) -> Path:
+    """REPORT.md written again by `python -m rev report` in a process of its own, after the companion chapters have
+    left their results: the editions run the chapters' code as programs (notebooks, commands), never import it."""
+    cmd = [sys.executable, "-m", "rev", "report", "--profile", profile, "--results", str(results)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        why = (done.stderr.strip() or done.stdout.strip())[-2000:]
+        raise WorkbookError(f"the report failed (`python {' '.join(cmd[1:])}`): {why}")
+    return Path(results) / profile / REPORT_NAME
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -60,3 +62,44 @@ def read_json(path: str | Path) -> Any:
         raise ValueError(f"{path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not valid JSON ({e}); delete it and re-create it") from None
+
+
+# never walked: caches, build leftovers, compiled and temporary files
+_SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
+_SKIP_SUFFIXES = (".pyc", ".pyo", ".tmp")
+
+
+def walk_files(folder: Path) -> Iterator[Path]:
+    """Every file under `folder`, sorted, leaving out caches, build leftovers and the hidden scratch folders of a
+    report being written or a merge in progress."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info")
+                             and not d.startswith(".report-") and not d.startswith(".merge-"))
+        for f in sorted(filenames):
+            if not f.endswith(_SKIP_SUFFIXES):
+                yield Path(dirpath) / f
+
+
+def atomic_zip(out: Path, entries: list[tuple[Path, str]], extra: dict[str, str]) -> Path:
+    """Write `entries` ((source path, name in zip)) and `extra` (name -> text) into `out` atomically."""
+    with atomic_path(out) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+        for src, name in entries:
+            # token files are large and barely compress: fast deflate keeps bundling quick
+            level = 1 if src.suffix == ".bin" else 6
+            zf.write(src, name, compress_type=zipfile.ZIP_DEFLATED, compresslevel=level)
+        for name, text in extra.items():
+            zf.writestr(name, text)
+    return out
+
+
+def swap_in(new: Path, dest: Path) -> None:
+    """Put `new` (a file or a folder) where `dest` is; an existing `dest` is moved aside first and removed only
+    afterwards, so a reader never finds `dest` half replaced."""
+    old = dest.with_name(f".{dest.name}.old")
+    if old.exists():
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(new, dest)
+    if old.exists():
+        shutil.rmtree(old) if old.is_dir() else old.unlink()

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rev.book import bundle
-from rev.book.results import load_runs
+from rev.engine import results_folder
+from rev.chapters.shared.results import load_runs
 from rev.__main__ import main
 from rev.engine.profiles import get_profile
 
@@ -73,23 +74,23 @@ def test_results_archive_leaves_checkpoints_out_and_merges_back(results, tmp_pat
     names = _names(out)
     assert "results/smoke/run1_baseline/summary.json" in names and "results/smoke/ARCHIVE.json" in names
     assert not [n for n in names if n.endswith("ckpt.pt")]
-    assert bundle.merge(out, tmp_path / "elsewhere") == [tmp_path / "elsewhere" / "smoke"]
+    assert results_folder.merge(out, tmp_path / "elsewhere") == [tmp_path / "elsewhere" / "smoke"]
     assert load_runs(tmp_path / "elsewhere", "smoke")["device"].tolist() == ["CPU (cpu), fp32 compute"]
 
 
 def test_results_archive_leaves_large_files_out_and_says_so(results, tmp_path):
     (results / "smoke" / "trace.revtrace").write_bytes(b"\0" * 8192)
-    out = bundle.make_results_archive("smoke", results, tmp_path / "r.zip", max_file_mib=0.004)
+    out = results_folder.make_results_archive("smoke", results, tmp_path / "r.zip", max_file_mib=0.004)
     with zipfile.ZipFile(out) as zf:
         marker = json.loads(zf.read("results/smoke/ARCHIVE.json"))
         assert "results/smoke/trace.revtrace" not in zf.namelist()
     assert sorted(marker["left_out"]) == ["run1_baseline/ckpt.pt", "trace.revtrace"]
-    assert marker["kind"] == bundle.RESULTS_KIND and marker["runs"] == ["run1_baseline"]
+    assert marker["kind"] == results_folder.RESULTS_KIND and marker["runs"] == ["run1_baseline"]
 
 
 def test_results_archive_of_a_missing_profile_is_refused(tmp_path):
     with pytest.raises(ValueError, match="no results for profile"):
-        bundle.make_results_archive("t4", tmp_path)
+        results_folder.make_results_archive("t4", tmp_path)
 
 
 def _site_dirs() -> list[str]:

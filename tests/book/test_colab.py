@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from rev.book import colab
-from rev.book.report import corpus_used
+from rev.chapters.report.writer import corpus_used
 from rev.engine.corpus import prepare_stand_in, profile_folder, stand_in_name
 from rev.engine.profiles import get_profile
 

@@ -19,7 +19,7 @@ import pytest
 
 from rev.book import course, student
 from rev.book.colab import _BADGE
-from rev.book.exercises import TODO, ExerciseNotAnswered, check
+from rev.chapters.shared.exercises import TODO, ExerciseNotAnswered, check
 from rev.book.sequence import NOTEBOOK_DIR, SEQUENCE
 
 QUICK = "01_integrator_theory"   # seconds on smoke, and two code exercises: a partial score is possible

@@ -1,4 +1,4 @@
-"""Exercises in every notebook, and the two editions made from one source (rev.book.exercises, rev.book.student).
+"""Exercises in every notebook, and the two editions made from one source (rev.chapters.shared.exercises, rev.book.student).
 
 Each code exercise is run as a learner would meet it, in a fresh namespace: the notebook's parameters cell (on
 the smoke profile), its solution cell, its check cell. The instructor edition must pass; the student edition's
@@ -17,7 +17,7 @@ import pytest
 matplotlib.use("Agg")
 
 from rev.book import student  # noqa: E402
-from rev.book.exercises import PASS, TODO, ExerciseFailed, check  # noqa: E402
+from rev.chapters.shared.exercises import PASS, TODO, ExerciseFailed, check  # noqa: E402
 from rev.book.sequence import NOTEBOOK_DIR, SEQUENCE  # noqa: E402
 
 

@@ -185,7 +185,7 @@ def test_workbook_site_flag_builds_from_its_own_build_folder(monkeypatch, tmp_pa
 def test_counts_read_back_as_floats_print_as_integers():
     import pandas as pd
 
-    from rev.book.results import whole_numbers
+    from rev.chapters.shared.results import whole_numbers
 
     df = whole_numbers(pd.DataFrame({"batch": [21.0, 8.0], "layers": [2.0, None], "h": [1.0, 0.5],
                                      "loss": [5.1, 5.2]}), ["batch", "layers", "h", "absent"])

@@ -6,7 +6,7 @@ import inspect
 import pytest
 
 import rev.engine.profiles as profiles
-from rev.book import landscape
+from rev.chapters.landscape import measure as landscape
 from rev.chapters import adaptive, lowrank, thermo, trace
 from rev.engine.profiles import PROFILES, get_profile
 

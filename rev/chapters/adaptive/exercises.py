@@ -2,7 +2,7 @@
 
 Each check builds its own tiny trunk (`exercise_model`: eight layers, made expanding on purpose so the fp32 round
 trip is visibly lossy at this size) and runs in about a second on a CPU, so it needs nothing from the cells
-above it. See `rev.book.exercises` for the conventions.
+above it. See `rev.chapters.shared.exercises` for the conventions.
 """
 from __future__ import annotations
 

@@ -6,12 +6,12 @@ projector splitting, rank enrichment, and a controller compared with fixed rank 
 * `sizes`       the chapter's sizes per profile;
 * `experiment`  the offline image sequences, the matrix-ODE classifier, memory and gradient fidelity;
 * `training`    one arm trained with gradients through the reverse map (fixed, or the controller deciding);
-* `compare`     thresholds calibrated on held-out seeds; controller vs fixed at equal measured peak memory over
+* `comparison`  thresholds calibrated on held-out seeds; controller vs fixed at equal measured peak memory over
                 paired seeds, figure, takeaways;
 * `exercises`   the checks of exercises 09b.1 and 09b.2, and the measurement and verdict of 09b.3.
 """
-from .compare import (CALIB_OFFSET, COS_SLACK, PUBLISHED, TAU_SVD, calibrate, comparison_figure, compare,
-                      paired_sign_flip, summary_table, takeaways, verdict, verdict_table)
+from .comparison import (CALIB_OFFSET, COS_SLACK, PUBLISHED, TAU_SVD, calibrate, comparison_figure, compare,
+                         paired_sign_flip, summary_table, takeaways, verdict, verdict_table)
 from .controller import RankController, enrichment_trace, forward_keep, kept_steps, reversal_gradients
 from .exercises import (CHECKPOINT_SHARE, check_projection, check_reverse_order, checkpoint_measurement,
                         checkpoint_verdict)

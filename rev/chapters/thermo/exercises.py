@@ -1,7 +1,7 @@
 """Notebook 08 (training irreversibility): the checks of its exercises, and the measurement 08.2 predicts.
 
 Each `check_*` takes the learner's function (or prediction), runs it against `rev`'s own measurement and raises
-`AssertionError` with a message that says what is wrong and what to try (see `rev.book.exercises`). All run
+`AssertionError` with a message that says what is wrong and what to try (see `rev.chapters.shared.exercises`). All run
 in well under a second on a CPU.
 """
 from __future__ import annotations

@@ -13,9 +13,10 @@ The package, one concern a module, in the order a reader meets them:
 | `walk` | `rollback`, `replay`, `walk_back_measuring` (weights and optimizer state) |
 | `recorder` | `TraceRecorder`: the optimizer hooks that write the records |
 | `lossy` | what people keep instead: bf16 / float differences (`degrade_trace`), dropped steps (`prune_trace`) |
-| `assess` | `reversibility_score`, the three checks, `assess` |
+| `verdict` | `reversibility_score`, the three checks, and `assess`, which gathers them into a verdict |
 | `storage` | bytes per step against a checkpoint, what sets them (`size_breakdown`), `compression_ablation` |
 | `tracefile` | `save_trace` / `load_trace`: one file, fingerprint and checksum, written atomically |
+| `sizes` | the chapter's run on each profile (`SIZES`, `chapter_sizes`): steps, stories, the model it starts from |
 | `finetune` | the chapter's prefix fine-tuning with the recorder on, sized per profile |
 | `pretrain` | the pretrained start: a finished residual run reused, or a short one made |
 | `scenarios` | branches that break a condition on purpose, the results table, the takeaways |
@@ -25,8 +26,8 @@ Its AdamW and lr schedule are `rev.engine.optim`'s. That schedule counts steps f
 optimizer steps from 1, so trace step n runs at `schedule.lr_at(n - 1)`.
 """
 from ...engine.optim import Schedule
-from .assess import (DEFAULT_SCORE_THRESHOLD, DEFAULT_UPDATE_THRESHOLD, Assessment, Check, Score, assess,
-                     check_bounded, check_complete, check_lr_schedule, reversibility_score)
+from .verdict import (DEFAULT_SCORE_THRESHOLD, DEFAULT_UPDATE_THRESHOLD, Assessment, Check, Score, assess,
+                      check_bounded, check_complete, check_lr_schedule, reversibility_score)
 from .codec import Blob, apply_exact, encode_exact, encode_ulp, ulp_distance
 from .exercises import check_adamw_undo, check_corruption_refused
 from .sizes import SIZES, TraceSize, chapter_sizes, model_profile

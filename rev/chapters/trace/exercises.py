@@ -1,4 +1,4 @@
-"""Notebook 10 (fine-tune trace and rollback): the checks of its exercises (conventions: `rev.book.exercises`).
+"""Notebook 10 (fine-tune trace and rollback): the checks of its exercises (conventions: `rev.chapters.shared.exercises`).
 
 Each `check_*` takes the learner's function, runs it on a small case it builds itself (well under a second on a
 CPU), and raises `AssertionError` with a message that says what is wrong and what to try; on success it returns

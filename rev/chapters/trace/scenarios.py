@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import nn
 
-from .assess import DEFAULT_SCORE_THRESHOLD, assess
+from .verdict import DEFAULT_SCORE_THRESHOLD, assess
 from .finetune import FinetuneConfig, PrefixData, finetune_with_trace
 from .lossy import degrade_traces, prune_trace
 from .records import BF16DIFF, F32DIFF, Trace

@@ -1,0 +1,35 @@
+"""Notebooks 04-06 (the assignment's runs): the baseline, the reversible trunk at the same batch, and the
+reversible trunk at the batch its memory allows.
+
+The runs themselves are trained and read through `rev.chapters.shared` (`runs`, `run_log`, `results`,
+`run_plots`); this package holds what the three notebooks conclude from them, in their order:
+
+* `baseline`  04: how steady this machine's clock is, what run 1's curve and sample show, its takeaways;
+* `searches`  06: the max-batch and depth searches under one memory budget, the loss-head ablation, the ledger;
+* `takeaways` 05 and 06: speed and loss verdicts that respect their spread, the same-batch and max-batch findings;
+* `exercises` the small models the exercises derive (a step's cost, a step's memory) and the checks of 04-06.
+
+Everything public is re-exported here: `from rev.chapters.assignment import batch_lesson`.
+"""
+from .baseline import (FASTER, SLOWER, TOO_NOISY, baseline_takeaways, compare_speeds, curve_reading, halves_text,
+                       known_words, plot_step_speeds, speed_halves, speed_text, spread_share, timed_steps)
+from .searches import (LOSS_HEADS_FILE, ledger_finding, line_batches, line_vs_search, loss_head_ablation,
+                       max_batch_budget_tokens, max_batch_table, memory_budget, memory_ledgers, other_stream,
+                       predict_max_batches, search_key, search_max_batches, search_max_depth, train_kwargs)
+from .takeaways import (against_prediction, batch_lesson, depth_finding, loss_verdict, max_batch_takeaways,
+                        runs_against_bench, same_batch_speed, same_batch_takeaways, SameBatchSpeed, speed_finding,
+                        speed_table, speed_verdict, spike_finding, stalled_start)
+from .exercises import (COMPARE_CASES, LINE_CASES, SEARCH_CASES, check_bisection, check_compare_speeds,
+                        check_max_batch_from_line, check_speed_ratio, check_unigram_loss, memory_split,
+                        predicted_speed_ratio, trunk_flop_share)
+
+__all__ = ["FASTER", "SLOWER", "TOO_NOISY", "baseline_takeaways", "compare_speeds", "curve_reading", "halves_text",
+           "known_words", "plot_step_speeds", "speed_halves", "speed_text", "spread_share", "timed_steps",
+           "LOSS_HEADS_FILE", "ledger_finding", "line_batches", "line_vs_search", "loss_head_ablation",
+           "max_batch_budget_tokens", "max_batch_table", "memory_budget", "memory_ledgers", "other_stream",
+           "predict_max_batches", "search_key", "search_max_batches", "search_max_depth", "train_kwargs",
+           "against_prediction", "batch_lesson", "depth_finding", "loss_verdict", "max_batch_takeaways",
+           "runs_against_bench", "same_batch_speed", "same_batch_takeaways", "SameBatchSpeed", "speed_finding",
+           "speed_table", "speed_verdict", "spike_finding", "stalled_start", "COMPARE_CASES", "LINE_CASES",
+           "SEARCH_CASES", "check_bisection", "check_compare_speeds", "check_max_batch_from_line", "check_speed_ratio",
+           "check_unigram_loss", "memory_split", "predicted_speed_ratio", "trunk_flop_share"]

@@ -1,0 +1,223 @@
+"""Notebook 06 (runs 1b, 3, 3b, 4): the max-batch and depth searches under one memory budget, the loss-head
+ablation, and the trunk dicts those runs train with. Merges into `results/<profile>/maxbatch.json`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from ...core.loss import LOSS_HEADS
+from ...engine.device import pick_device
+from ...engine.files import read_json, write_json
+from ...engine.ledger import sequence_ledger
+from ...engine.maxbatch import MaxDepth, cuda_budget, find_max_batch, find_max_depth, measure_memory_line
+from ...engine.profiles import ProfileLike, get_profile, max_batch_tokens
+from ..shared.runs import profile_dir
+
+
+# --- max batch and depth under one memory budget ---------------------------------------------------------
+
+def _merge_maxbatch(profile: ProfileLike, results: str | Path, entries: dict) -> dict:
+    path = profile_dir(results, profile) / "maxbatch.json"
+    out = (read_json(path) if path.exists() else {}) | entries
+    write_json(path, out)
+    return out
+
+
+def memory_budget(profile: ProfileLike, device: str = "auto") -> int:
+    """The byte budget the max-batch searches use: the profile's CPU budget, or on CUDA 90% of what is free."""
+    dev = pick_device(device)
+    return cuda_budget(dev) if dev.type == "cuda" else get_profile(profile).cpu_mem_budget
+
+
+def line_batches(profile: ProfileLike) -> tuple[int, int]:
+    """The two batches a memory line is measured at: the profile's batch (at least two batch slices, so a
+    reversible trunk's slice-sized working set is already the fixed cost it stays) and twice that. Below a slice
+    the whole batch's working set would still grow with it and the slope would overstate what a sequence costs."""
+    prof = get_profile(profile)
+    b1 = max(prof.batch_size, 2 * prof.model_config("reveuler_rev").sequences_per_slice)
+    return b1, 2 * b1
+
+
+_LINES: dict[str, object] = {}
+
+
+def _memory_line(cfg, b1: int, b2: int, device: str):
+    """`measure_memory_line`, measured once per model, batches and device in this kernel: the prediction (06.2)
+    and the ledger read the same two steps."""
+    key = json.dumps([cfg.to_dict(), b1, b2, device], sort_keys=True)
+    if key not in _LINES:
+        _LINES[key] = measure_memory_line(cfg, b1, b2, device)
+    return _LINES[key]
+
+
+def predict_max_batches(profile: ProfileLike, trunks: list[dict], budget_bytes: int, device: str = "auto"):
+    """Before any search: each trunk's step peak measured at two batches (`line_batches`), the straight line
+    through them, and the max batch that line predicts."""
+    import pandas as pd
+
+    prof = get_profile(profile)
+    b1, b2 = line_batches(prof)
+    rows = {}
+    for t in trunks:
+        cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        line = _memory_line(cfg, b1, b2, device)
+        rows[t["trunk"]] = {"static_MiB": line.static_bytes / 2**20, "MiB_per_sequence": line.bytes_per_sequence / 2**20,
+                            "predicted_max_batch": line.max_batch(budget_bytes)}
+    return pd.DataFrame(rows).T
+
+
+def memory_ledgers(profile: ProfileLike, trunks: list[dict], device: str = "auto"):
+    """Where each trunk's memory per sequence goes (`rev.engine.ledger`): its step measured at two batches large
+    enough that every recomputing trunk runs more than one batch slice, beside the ledger's model of the parts.
+    One row per trunk, MiB per sequence."""
+    import pandas as pd
+
+    prof = get_profile(profile)
+    rows = {}
+    for t in trunks:
+        cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        b1, b2 = line_batches(prof)
+        line = _memory_line(cfg, b1, b2, device)
+        led = sequence_ledger(cfg, line.bytes_per_sequence)
+        rows[t.get("key", t["trunk"])] = led.as_row() | {"trunk": t["trunk"], "stream": cfg.stream, "peak moment": led.moment,
+                                                   "batches": f"{b1}, {b2}"}
+    return pd.DataFrame(rows).T
+
+
+def ledger_finding(ledger, chosen: str) -> str:
+    """What the ledger says, computed from it: how much of the `chosen` trunk's memory per sequence its state and
+    the state's gradients account for, and what the stored and checkpointed trunks keep beyond their parts."""
+    row = ledger.loc[chosen]
+    modelled = float(row["measured"]) - float(row["remainder"])
+    lines = [f"**{chosen}** costs {row['measured']:.2f} MiB per sequence; its state and the state's gradients account "
+             f"for {modelled:.2f} MiB of it, {100 * modelled / float(row['measured']):.0f}%."]
+    if abs(float(row["remainder"])) <= 0.1 * float(row["measured"]):
+        lines.append("Once the trunk is free and its batch runs in slices, what is left per sequence is the state "
+                     "itself: the blocks keep nothing.")
+    else:
+        lines.append(f"The remainder, {row['remainder']:+.2f} MiB, is more than a tenth of it: at this geometry something "
+                     "beyond the state still grows with the batch (a slice larger than the batches measured?).")
+    for other in ("residual", "residual_ckpt"):
+        if other in ledger.index:
+            o = ledger.loc[other]
+            lines.append(f"**{other}** costs {o['measured']:.2f} MiB per sequence "
+                         f"({float(o['measured']) / float(row['measured']):.1f}x), {o['remainder']:.2f} MiB of it beyond "
+                         "the state, the norm and the head: "
+                         + ("every layer's activations, kept for backward." if other == "residual"
+                            else "each layer's input state, kept for the recompute."))
+    return " ".join(lines)
+
+
+def max_batch_table(predicted, mb: dict):
+    """The searches beside the lines' predictions: max batch predicted and found, and the memory per sequence
+    from the two largest fitting probes of each search (where activations dominate most)."""
+    import pandas as pd
+
+    per_seq = lambda r: math.nan if r.get("bytes_per_sequence") is None else r["bytes_per_sequence"] / 2**20  # noqa: E731
+    return pd.DataFrame({t: {"predicted_max_batch": predicted.loc[t, "predicted_max_batch"], "found": mb[t]["batch"],
+                             "MiB_per_sequence (line)": predicted.loc[t, "MiB_per_sequence"],
+                             "MiB_per_sequence (search)": per_seq(mb[t])} for t in predicted.index}).T
+
+
+def search_max_batches(profile: ProfileLike, trunks: list[dict], results: str | Path = "results", device: str = "auto",
+                       budget_bytes: int | None = None, progress: bool = True) -> dict:
+    """Search the max batch of each trunk under the same budget (default `memory_budget`). Merges into
+    maxbatch.json, keyed by trunk (or by `search_key` for a trunk on its other stream), and returns its
+    contents."""
+    prof = get_profile(profile)
+    budget_bytes = memory_budget(profile, device) if budget_bytes is None else budget_bytes
+    found = {}
+    for t in trunks:
+        cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        res = find_max_batch(cfg, budget_bytes, device, start=prof.batch_size, progress=progress)
+        found[t.get("key", t["trunk"])] = res.to_dict() | {"stream": cfg.stream}
+        found["budget_bytes"] = res.budget_bytes
+    return _merge_maxbatch(profile, results, found)
+
+
+
+def other_stream(chosen: dict) -> dict:
+    """The chosen trunk on the stream run 3b compares it with: fp64 when it runs on fp32, else fp32; `key`
+    names its max-batch search (the chosen trunk's own search is keyed by the trunk alone)."""
+    stream = "fp64" if chosen.get("stream", "fp32") == "fp32" else "fp32"
+    return {"trunk": chosen["trunk"], "h": chosen["h"], "stream": stream, "key": search_key(chosen["trunk"], stream)}
+
+
+def search_key(trunk: str, stream: str) -> str:
+    return f"{trunk}_{stream}"
+
+
+def train_kwargs(trunk: dict) -> dict:
+    """A trunk dict (`chosen`, `other_stream(...)`) as `train_run` keyword arguments."""
+    return {k: trunk[k] for k in ("trunk", "h", "stream") if k in trunk}
+
+
+def max_batch_budget_tokens(profile: ProfileLike, batches: list[int]) -> tuple[int, str]:
+    """The token budget of the max-batch runs (`rev.engine.profiles.max_batch_tokens`) and a line saying how it
+    was set: each run's optimizer steps at that budget."""
+    prof = get_profile(profile)
+    tokens = max_batch_tokens(profile, batches)
+    steps = ", ".join(f"batch {b}: {tokens // (b * prof.seq_len)} steps" for b in sorted(set(batches)))
+    why = (f"raised from {prof.train_tokens:,} so the largest batch still takes {prof.max_batch_min_steps} steps"
+           if tokens > prof.train_tokens else "the profile's budget")
+    return tokens, f"{tokens:,} tokens for every max-batch run ({why}); {steps}"
+
+
+# --- the loss-head ablation -----------------------------------------------------------------------------------
+
+LOSS_HEADS_FILE = "loss_heads.json"
+
+
+def loss_head_ablation(profile: ProfileLike, trunks: list[dict], results: str | Path = "results", device: str = "auto",
+                       budget_bytes: int | None = None, progress: bool = True) -> dict:
+    """Max batch of each trunk with each loss head (`rev.core.loss.LOSS_HEADS`) under one budget. The default
+    (fused) head's searches are reused from maxbatch.json when they ran under the same budget. Writes
+    loss_heads.json: {"budget_bytes", "rows": [{"trunk", "loss_head", "batch"}]}."""
+    prof = get_profile(profile)
+    budget_bytes = memory_budget(profile, device) if budget_bytes is None else budget_bytes
+    path = profile_dir(results, profile) / "maxbatch.json"
+    done = read_json(path) if path.exists() else {}
+    rows = []
+    for t in trunks:
+        cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
+        for head in LOSS_HEADS:
+            old = done.get(t["trunk"]) if head == cfg.loss_head else None
+            if old and old.get("budget_bytes") == budget_bytes and old.get("stream", "fp32") == cfg.stream:
+                batch = old["batch"]
+            else:
+                batch = find_max_batch(dataclasses.replace(cfg, loss_head=head), budget_bytes, device,
+                                       start=prof.batch_size, progress=progress).batch
+            rows.append({"trunk": t["trunk"], "loss_head": head, "batch": batch})
+    out = {"budget_bytes": budget_bytes, "rows": rows}
+    write_json(profile_dir(results, profile) / LOSS_HEADS_FILE, out)
+    return out
+
+
+def search_max_depth(profile: ProfileLike, trunk: dict, batch: int, budget_bytes: int, max_layers: int,
+                     device: str = "auto", results: str | Path = "results", progress: bool = True) -> MaxDepth:
+    """Deepest `trunk` (up to `max_layers`) whose training step at `batch` fits `budget_bytes`, each probe a
+    measured real step. Merged into maxbatch.json as 'deep'."""
+    cfg = get_profile(profile).model_config(trunk["trunk"], None, trunk.get("h"), trunk.get("stream", "fp32"))
+    res = find_max_depth(cfg, batch, budget_bytes, max_layers, device, progress=progress)
+    _merge_maxbatch(profile, results, {"deep": res.to_dict()})
+    return res
+
+
+def line_vs_search(predicted, mb: dict) -> str:
+    """The two-probe lines' max batches (`predict_max_batches`) against what the measured search found, per trunk
+    and as a ratio: how far a straight-line model of the peak carries."""
+    found = {t: mb[t]["batch"] for t in predicted.index if t in mb}
+    parts = []
+    for t, f in found.items():
+        p = int(predicted.loc[t, "predicted_max_batch"])
+        off = "exact" if p == f else f"the line {'under' if p < f else 'over'}estimated it by {abs(p - f)}"
+        parts.append(f"{t}: predicted {p}, found {f} ({off})")
+    text = "; ".join(parts)
+    if "residual" in found and len(found) > 1:
+        other = next(t for t in found if t != "residual")
+        pr = predicted.loc[other, "predicted_max_batch"] / predicted.loc["residual", "predicted_max_batch"]
+        text += f". Ratio: predicted {pr:.2f}x, found {found[other] / found['residual']:.2f}x."
+    return text

@@ -1,0 +1,343 @@
+"""Notebooks 04-06: the takeaways and computed findings, Markdown built from the results (so a run that turns out
+otherwise reads otherwise).
+
+Two rules hold throughout. A timing is quoted with its spread (`rev.chapters.shared.runs.Spread`), and a verdict drawn from
+it ("slower", "faster", "agrees with the prediction") is given only when the spread lies on one side of the
+compared value; otherwise the text says it is too noisy to tell on this machine. Validation losses closer than
+the screening's `LOSS_TIE` are called a tie: one seed cannot separate them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...core.reversible import RECON_LIMIT
+from ...engine.maxbatch import MaxDepth
+from ..shared.results import deep_capped, loss_head_finding, number, stream_reliability
+from ..shared.run_log import PLATEAU_NATS, run_start, val_loss_at
+from .exercises import memory_split
+from ..shared.runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio,
+                   loss_spikes, run_dir_of, speed_ratio_between)
+from ..screening.rule import LOSS_TIE, TOO_NOISY
+
+
+# --- takeaways: Markdown computed from the results --------------------------------------------------------
+
+def _bullets(lines: list[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines if line)
+
+
+# --- comparing timings and losses, with their spread ------------------------------------------------------
+
+def speed_verdict(ratio: Spread, a: str, b: str) -> str:
+    """How `a`'s speed compares with `b`'s from the ratio a/b: slower or faster only when the whole spread lies
+    on one side of 1."""
+    if ratio.hi < 1:
+        return f"{a} was slower than {b}: {ratio.text()} of its tokens/s, the whole spread below 1"
+    if ratio.lo > 1:
+        return f"{a} was faster than {b}: {ratio.text()} of its tokens/s, the whole spread above 1"
+    return f"{TOO_NOISY} whether {a} is slower or faster than {b}: {ratio.text()} covers 1"
+
+
+def against_prediction(ratio: Spread, predicted: float, stream: str = "fp32") -> str:
+    """Whether a measured speed ratio (reversible / stored, the reversible trunk on `stream`) agrees with the cost
+    model's `predicted` one."""
+    p = f"the prediction {predicted:.2f}"
+    if ratio.covers(predicted):
+        if ratio.covers(1.0):
+            return f"{p} lies inside that spread too, so whether the cost model holds is just as hard to tell"
+        return f"{p} lies inside the spread: the cost model holds on this machine"
+    if ratio.hi < predicted:
+        return (f"below {p} even at the top of its spread: the reversible step costs more than its extra FLOPs "
+                f"(its backward walks the layers one at a time on small tensors"
+                + ("" if stream == "fp32" else f" and converts each block's input from its {stream} stream")
+                + ", work a FLOP count leaves out)")
+    if ratio.lo > 1:
+        return (f"above {p} and above 1, though the reversible trunk does strictly more arithmetic: on this machine "
+                f"something other than arithmetic (memory traffic, the allocator, other load) set the step time")
+    return (f"above {p} even at the bottom of its spread: the extra forward cost less than its FLOPs say, or the "
+            f"stored trunk paid for something the count leaves out (moving its kept activations through memory)")
+
+
+def runs_against_bench(runs: Spread, bench: Spread) -> str:
+    """Whether the training runs' speed ratio agrees with the interleaved bench's, and why it may not."""
+    why = ("they were timed at different moments, minutes apart, under whatever else this machine was doing then "
+           "(the evaluation passes and a busy neighbour land on one run and not the other), while each of the "
+           "bench's rounds shares its load between the trunks. The bench is the fair one")
+    if bench.covers(runs.value):
+        return f"The training runs: {runs.text()}, consistent with the bench."
+    if runs.lo <= bench.hi and bench.lo <= runs.hi:
+        return (f"The training runs: {runs.text()}: its median lies outside the bench's spread, though its own range "
+                f"is too wide to call it a contradiction; {why}.")
+    return f"The training runs: {runs.text()}, outside the bench's spread: they disagree, because {why}."
+
+
+def loss_verdict(diff: float, a: str, b: str) -> str:
+    """`a`'s loss minus `b`'s, as a verdict: lower, higher, or a tie within `LOSS_TIE` nats."""
+    if abs(diff) <= LOSS_TIE:
+        return f"a tie, within {LOSS_TIE} nats (one seed cannot separate {a} from {b})"
+    return f"{a} {'lost' if diff > 0 else 'won'} by {abs(diff):.3f} nats"
+
+
+def _equal_tokens(a: dict, b: dict) -> tuple[int, float | None, float | None]:
+    """(tokens, a's validation loss, b's) at the token count both runs reached: their final losses when they
+    trained on the same tokens, else read from their logs at the smaller count."""
+    if a["tokens"] == b["tokens"]:
+        return a["tokens"], a["final_val_loss"], b["final_val_loss"]
+    tokens = min(a["tokens"], b["tokens"])
+    da, db = run_dir_of(a), run_dir_of(b)
+    return (tokens, val_loss_at(da, tokens) if da else None, val_loss_at(db, tokens) if db else None)
+
+
+# --- notebook 05: the same batch ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SameBatchSpeed:
+    """Run 2's speed against run 1's three ways: the cost model's prediction, the interleaved bench (the fair
+    measurement: one step of each trunk in turn, so a slow moment hits both) and the two training runs."""
+    predicted: float
+    bench: Spread | None
+    runs: Spread | None
+    stream: str = "fp32"   # the reversible trunk's stream: conversions cost time only off fp32
+
+
+def same_batch_speed(predicted: float, bench: dict | None, trunk: str, run1: dict, run2: dict) -> SameBatchSpeed:
+    """The three speed ratios of notebook 05 (`bench`: a `bench_trunks` result with residual and `trunk`)."""
+    return SameBatchSpeed(predicted, bench_ratio(bench, trunk) if bench else None, speed_ratio_between(run2, run1),
+                          run2.get("stream", "fp32"))
+
+
+def speed_table(speed: SameBatchSpeed):
+    """The three speed ratios, one row each, with their spread."""
+    import pandas as pd
+
+    rows = {"predicted (cost model)": {"ratio": speed.predicted, "low": None, "high": None, "spread": "none: a model",
+                                       "n": None}}
+    for name, s in (("interleaved bench", speed.bench), ("training runs", speed.runs)):
+        if s is not None:
+            rows[name] = {"ratio": s.value, "low": s.lo, "high": s.hi, "spread": s.kind, "n": s.n}
+    return pd.DataFrame(rows).T
+
+
+def speed_finding(speed: SameBatchSpeed) -> str:
+    """What the three speed ratios say together: the bench's verdict against 1 and against the prediction, and
+    whether the training runs agree with the bench (and why they may not)."""
+    lines = [f"Predicted by the cost model: {speed.predicted:.2f}."]
+    if speed.bench is not None:
+        lines.append(f"Interleaved bench, the fair measurement ({speed.bench.n} rounds, one step of each trunk in "
+                     f"turn): {speed_verdict(speed.bench, 'the reversible step', 'the stored one')}; "
+                     f"{against_prediction(speed.bench, speed.predicted, speed.stream)}.")
+    if speed.runs is not None:
+        if speed.bench is None:
+            lines.append(f"The training runs: {speed.runs.text()}; {against_prediction(speed.runs, speed.predicted, speed.stream)} "
+                         f"(their steps were not interleaved: load that changed between them is in this ratio).")
+        else:
+            lines.append(runs_against_bench(speed.runs, speed.bench))
+    return _bullets(lines)
+
+
+def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = None) -> str:
+    mem = run2["peak_memory_bytes"] / run1["peak_memory_bytes"]
+    act = memory_split(run2)["activations_MiB"] / memory_split(run1)["activations_MiB"]
+    layers = run2["model_config"]["n_layer"]
+    if speed is not None and speed.bench is not None:
+        fair = speed.bench
+        agree = "" if speed.runs is None else (
+            f" The training runs' own ratio, {speed.runs.text()}, "
+            + ("agrees with it." if fair.covers(speed.runs.value) else
+               "has its median outside the bench's spread: the runs were timed at different moments under different "
+               "load; the bench is the fair one."))
+        verdict = speed_verdict(fair, "the reversible step", "the stored one")
+        speed_line = (f"Speed, from the interleaved bench: {verdict}; "
+                      f"{against_prediction(fair, speed.predicted, speed.stream)}.{agree}")
+    else:
+        ratio = speed.runs if speed is not None else speed_ratio_between(run2, run1)
+        speed_line = (f"Speed, from the training runs alone (not interleaved, so load that changed between them is in "
+                      f"it): {speed_verdict(ratio, 'run 2', 'run 1')}." if ratio is not None else
+                      "Speed: no per-step log to give the training runs' tokens/s a spread.")
+    tokens, v2, v1 = _equal_tokens(run2, run1)
+    return _bullets([
+        f"At batch {run2['batch_size']} the reversible trunk peaked at {mem:.2f}x the baseline's memory "
+        f"({run2['peak_memory_bytes'] / 2**20:.1f} vs {run1['peak_memory_bytes'] / 2**20:.1f} MiB); the part above "
+        f"the static one (activations, temporaries, the loss's logits) was {act:.2f}x, where keeping one of the "
+        f"{layers} layers' activations instead of all would give {1 / layers:.2f}x before what both trunks keep.",
+        speed_line,
+        f"Validation loss {v2:.3f} vs {v1:.3f} ({v2 - v1:+.3f} nats) at {tokens:,} tokens: "
+        f"{loss_verdict(v2 - v1, 'the reversible trunk', 'the baseline')}.",
+        f"The trained trunk rebuilds its input with relative error {run2['reconstruction_error']:.1e} "
+        f"(limit {RECON_LIMIT:g}).",
+    ])
+
+
+# --- notebook 06: the max batch, depth, spikes ------------------------------------------------------------
+
+def depth_finding(run1: dict, run2: dict | None, run4: dict, deep: MaxDepth) -> str:
+    """Run 4 (the reversible trunk made as deep as the baseline's memory allows) against run 2 (the same trunk at
+    the profile's depth, same batch and tokens) and against the baseline: did spending the memory on depth pay,
+    and what did a token cost."""
+    capped = " (the search's cap, not the memory limit)" if deep_capped(deep.to_dict()) else ""
+    t1, v4, v1 = _equal_tokens(run4, run1)
+    head = (f"Spending the memory on depth: run 4 ({deep.n_layer} reversible layers{capped}, in the baseline's memory "
+            f"at batch {deep.batch}) reached {v4:.3f} at {t1:,} tokens. Against the baseline's {v1:.3f}: "
+            f"{loss_verdict(v4 - v1, 'the deep run', 'the baseline')}.")
+    if run2 is None:
+        return head + " Run 2 (notebook 05, the same trunk at the profile's depth) is not in the results."
+    t2, v4b, v2 = _equal_tokens(run4, run2)
+    d = v4b - v2
+    if d > LOSS_TIE:
+        why = (f"the deeper model lost by {d:.3f} nats: at {t2:,} tokens its extra layers had not paid for "
+               f"themselves (depth pays once a budget is large enough to train the layers it adds)")
+    elif d < -LOSS_TIE:
+        why = f"the deeper model won by {-d:.3f} nats: the saved memory bought a lower loss at the same tokens"
+    else:
+        why = f"a tie, within {LOSS_TIE} nats: at this budget the extra layers bought nothing one seed can see"
+    speed = speed_ratio_between(run4, run2)
+    cost = "" if speed is None else f" Per token, {speed_verdict(speed, 'run 4', 'run 2')}."
+    return (f"{head} Against run 2, the same trunk with {run2['n_layer']} layers, at {v2:.3f}: {why}.{cost}")
+
+
+def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, run2: dict | None = None) -> str:
+    """Run 3's lesson, computed: at a fixed token budget the larger batch takes fewer steps; what a step bought
+    (the equal-steps view, `views` = `max_batch_views(...)`); how much of the gap the trunk could explain
+    (run 2 vs run 1 at the same batch); what the larger batch would buy on a GPU (labelled: not measured) and
+    what it bought per token here."""
+    b3, b1 = run3["batch_size"], run1b["batch_size"]
+    s3, s1 = run3["steps"], run1b["steps"]
+    tokens, v3, v1 = _equal_tokens(run3, run1b)
+    d = v3 - v1
+    lines = [f"At a fixed token budget a larger batch takes fewer steps: run 3 at batch {b3} took {s3:,} optimizer "
+             f"steps, run 1b at batch {b1} took {s1:,} ({s1 / s3:.1f}x as many). At {tokens:,} tokens run 3 is at "
+             f"{v3:.3f}, run 1b at {v1:.3f} ({d:+.3f} nats): {loss_verdict(d, 'the larger batch', 'the smaller')}."]
+    if views is not None and len(views):
+        v = views.set_index("run")
+        at3, at1 = (number(v.loc[n, "val_loss_at_equal_steps"]) if n in v.index else None
+                    for n in ("run3_reversible_max_batch", "run1b_baseline_maxbatch"))
+        steps = int(v["equal_steps"].iloc[0])
+        if at3 is not None and at1 is not None:
+            ds = at3 - at1
+            if ds < -LOSS_TIE:
+                what = ("step for step the larger batch was ahead: each of its steps averaged the gradient over more "
+                        "sequences, a less noisy step" + ("; it lost at equal tokens for lack of steps, not of data"
+                                                         if d > LOSS_TIE else ""))
+            elif ds > LOSS_TIE:
+                what = ("even step for step the larger batch was behind: its extra sequences per step bought "
+                        "nothing here")
+            else:
+                what = f"step for step the two are a tie (within {LOSS_TIE} nats)"
+            lines.append(f"After {steps} steps each: run 3 at {at3:.3f}, run 1b at {at1:.3f} ({ds:+.3f}): {what}.")
+        else:
+            lines.append(f"After {steps} steps each the logs cannot tell (see the table's note).")
+    stall = stalled_start(run_dir_of(run3), run3.get("unigram_val_loss"), run_dir_of(run1b))
+    if stall:
+        lines.append(stall)
+    if run1 is not None and run2 is not None:
+        dt = run2["final_val_loss"] - run1["final_val_loss"]
+        lines.append(f"Runs 3 and 1b differ in trunk too; at one batch the trunks ended {dt:+.3f} nats apart (run 2 vs "
+                     f"run 1), " + ("less than the gap here, so the batch, not the trunk, accounts for most of it."
+                                    if abs(dt) < abs(d) else "as much as the gap here: the trunk may explain it."))
+    r = b3 / b1
+    lines.append(f"**On a GPU (a statement about GPUs, not a measurement of this workbook):** a GPU with memory to "
+                 f"spare runs batch {b3} in about the time of batch {b1} as long as the smaller batch leaves its "
+                 f"parallel units idle; time per token then falls about {r:.1f}x, and in the time run 1b takes its "
+                 f"{s1:,} steps the larger batch takes as many, on {r:.1f}x the tokens. A CPU has no idle units to fill "
+                 f"once its cores are busy: time per step grows with the batch.")
+    speed = speed_ratio_between(run3, run1b)
+    if speed is not None:
+        verdict = speed_verdict(speed, f"run 3 (batch {b3})", f"run 1b (batch {b1})")
+        lines.append(f"On this machine, per token: {verdict} (a different trunk as well, whose backward does more "
+                     f"work).")
+    return _bullets(lines)
+
+
+def stalled_start(run_dir, context_free: float | None, other_dir=None, label: str = "Run 3") -> str | None:
+    """Why a run can fall behind step for step, read from its log (`run_dir`): a stretch on the context-free line
+    (at least a tenth of its steps, and 10), set beside its warm-up, its peak rate and its largest early gradient
+    norm; `other_dir` (run 1b) gives a warm-up to compare. None when the run did not stall or its log or context-free
+    loss is missing."""
+    unigram = number(context_free)
+    st = run_start(run_dir, unigram) if run_dir and unigram is not None else None
+    if st is None or not st.stalled:
+        return None
+    ost = run_start(other_dir, unigram) if other_dir else None
+    theirs = f" (run 1b's: {ost.warmup_steps})" if ost else ""
+    return (f"{label} stalled: its running-mean training loss sat within {PLATEAU_NATS} nats of the context-free line "
+            f"({unigram:.2f}) for {st.plateau_steps} consecutive steps of its {st.steps}, learning token frequencies and little "
+            f"else. Its warm-up, counted in tokens, lasted {st.warmup_steps} step(s){theirs}, so it reached its peak "
+            f"learning rate {st.peak_lr:.4f} almost at once, and its gradient norm peaked at {st.max_grad_norm:.1f} "
+            f"at step {st.max_grad_step} ({st.max_grad_norm / st.median_grad_norm:.0f}x its median). A few large "
+            f"steps at a high rate before Adam's moment estimates settle can leave a model on that line; a longer "
+            f"warm-up in steps or a lower peak rate for the large batch are the first things to try (not measured "
+            f"here).")
+
+
+def spike_finding(runs: dict[str, dict]) -> str:
+    """Every loss spike in the given runs' logs ({name: summary}), where it happened and what it points at: the
+    learning rate and gradient norm there, whether the loss came back, and whether the trunk's gradients can be
+    suspected (a reversible trunk above `RECON_LIMIT`) or not."""
+    window, k, rise = SPIKE_WINDOW, SPIKE_K, SPIKE_RISE
+    top_lr = max((s["lr"] for s in runs.values() if s.get("lr")), default=None)
+    lines = []
+    for name, s in runs.items():
+        run_dir = run_dir_of(s)
+        for sp in (loss_spikes(run_dir) if run_dir else []):
+            back = (f"the plotted curve was back near that level {sp.recovered_after} step(s) later"
+                    if sp.recovered_after is not None else "it had not come back to that level by the end of the run")
+            err = number(s.get("reconstruction_error"))
+            if s.get("trunk") == "residual" or err is None:
+                grads = "A stored trunk's gradients are exact backprop: the spike is the optimizer's step"
+            elif err <= RECON_LIMIT:
+                grads = (f"Its trunk rebuilt its input within RECON_LIMIT ({err:.1e}), so its gradients were exact "
+                         f"backprop up to rounding: the spike is the optimizer's step, not the memory-free backward")
+            else:
+                grads = (f"Its trunk's reconstruction error {err:.1e} is above RECON_LIMIT: suspect its rebuilt "
+                         f"gradients first")
+            lr = (" (the largest learning rate of these runs: the rule that scales it with the batch gave this run "
+                  "the biggest steps)" if top_lr and s.get("lr") == top_lr and len(runs) > 1 else "")
+            lines.append(f"**{name}**: its training loss jumped to {sp.loss:.3f} at {sp.tokens:,} tokens (step "
+                         f"{sp.step}), {sp.loss - sp.level:+.3f} nats above its level in the {window} steps before; "
+                         f"the learning rate there was {sp.lr:.2g}, {sp.lr / sp.peak_lr:.0%} of the run's peak"
+                         f"{lr}, and the gradient norm {sp.grad_norm_ratio:.1f}x the run's median; {back}. {grads}.")
+    if not lines:
+        return (f"No loss spike: in none of {', '.join(runs)} did a step's training loss rise more than {k:g} robust "
+                f"standard deviations (and {rise:g} nats) above the median of the {window} steps before it, nor the "
+                f"plotted curve ({SPIKE_SMOOTH}-step mean) as far above its lowest point of the {window} steps before.")
+    return _bullets(lines)
+
+
+def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: MaxDepth,
+                        ablation: dict | None = None) -> str:
+    """`runs`: the summaries of run1_baseline, run1b_baseline_maxbatch, run3_reversible_max_batch and
+    run4_reversible_deep (and run 3b, `RUN3B`, and run2_reversible_same_batch when they ran), by name;
+    `ablation`: `loss_head_ablation`'s result."""
+    b_base, b_rev = mb["residual"]["batch"], mb[chosen["trunk"]]["batch"]
+    run1, run1b = runs["run1_baseline"], runs["run1b_baseline_maxbatch"]
+    run3, run4 = runs["run3_reversible_max_batch"], runs["run4_reversible_deep"]
+    run2 = runs.get("run2_reversible_same_batch")
+    tokens, v3, v1b = _equal_tokens(run3, run1b)
+    unigram = f"; a context-free model scores {run3['unigram_val_loss']:.3f}" if run3.get("unigram_val_loss") else ""
+    speed = speed_ratio_between(run3, run1b)
+    speed_text = "" if speed is None else f" Per token, {speed_verdict(speed, 'run 3', 'run 1b')}."
+    lines = [
+        f"Under {mb['budget_bytes'] / 2**20:.0f} MiB the reversible trunk fits batch {b_rev} against the "
+        f"baseline's {b_base}: {b_rev / b_base:.2f}x.",
+        f"At their max batches and {tokens:,} tokens: validation loss {v3:.3f} (reversible) vs {v1b:.3f} (baseline), "
+        f"{loss_verdict(v3 - v1b, 'run 3', 'run 1b')}; the same tokens took {run3['steps']:,} vs "
+        f"{run1b['steps']:,} optimizer steps{unigram}.{speed_text}",
+    ]
+    stall = stalled_start(run_dir_of(run3), run3.get("unigram_val_loss"), run_dir_of(run1b))
+    if stall:
+        lines.append(stall.split(". Its warm-up")[0] + " (run 3's lesson above says how it began).")
+    run3b = runs.get(RUN3B)
+    if run3b:
+        ok, why = stream_reliability(run3b["stream"], run3b["reconstruction_error"])
+        ok3, why3 = stream_reliability(run3["stream"], run3["reconstruction_error"])
+        ratio = speed_ratio_between(run3b, run3)
+        per_token = "" if ratio is None else f"; {speed_verdict(ratio, 'run 3b', 'run 3')}"
+        lines.append(f"Run 3b, the same trunk on {run3b['stream']} at its own max batch {run3b['batch_size']}: "
+                     f"validation loss {run3b['final_val_loss']:.3f}{per_token}; run 3b is {why}; run 3 is {why3}.")
+    lines.append(depth_finding(run1, run2, run4, deep))
+    spiked = [n for n, s in runs.items() if run_dir_of(s) and loss_spikes(run_dir_of(s))]
+    lines.append(f"Loss spikes (see the runs side by side): in {', '.join(spiked)}." if spiked else
+                 "No run's training loss spiked.")
+    if loss_head_finding(ablation):
+        lines.append(loss_head_finding(ablation))
+    return _bullets(lines)

@@ -1,0 +1,31 @@
+"""Notebook 07 (report) and `python -m rev report`: what the runs add up to, and REPORT.md.
+
+The package, in the order the notebook tells the story:
+
+* `headline`   the headline in four computed lines, and the throughput verdicts that respect the spread;
+* `writer`     the findings in sentences, the report's tables, REPORT.md with its figures, the `report` command;
+* `companions` REPORT.md's section on the companion chapters (07b-10), read from the files they leave behind;
+* `exercises`  the reference answers of notebook 07's exercises and the checks their cells call.
+
+Everything public is re-exported here: `from rev.chapters import report; report.write_report(results, profile)`.
+"""
+from .headline import (NOISY, batch_line, compare_speed, headline_lines, limits, loss_line, max_batch_speed_sentence,
+                       memory_line, mib, pct, Quartiles, speed_sentence, SpeedComparison, throughput_caveat,
+                       throughput_line)
+from .writer import (SECTIONS, UNIGRAM_MARGIN, add_arguments, assignment_sections, compare_with_published,
+                     corpus_used, findings, format_headline, loss_and_time_summary, markdown_table, maxbatch_table,
+                     reconstruction_summary, report_markdown, run_cli, runs_table, takeaways, takeaways_markdown,
+                     text_table, write_report)
+from .companions import CHAPTERS, TRACE_DOC_LIMIT, TRACE_MAGIC, UNDECIDED, chapter_finding, companion_findings
+from .exercises import (MAX_BATCH_RUNS, changed_findings, check_stored_bytes_per_layer,
+                        check_with_reconstruction_error, race_answer, stored_trunk_markdown, with_reconstruction_error)
+
+__all__ = ["NOISY", "batch_line", "compare_speed", "headline_lines", "limits", "loss_line", "max_batch_speed_sentence",
+           "memory_line", "mib", "pct", "Quartiles", "speed_sentence", "SpeedComparison", "throughput_caveat",
+           "throughput_line", "SECTIONS", "UNIGRAM_MARGIN", "add_arguments", "assignment_sections",
+           "compare_with_published", "corpus_used", "findings", "format_headline", "loss_and_time_summary",
+           "markdown_table", "maxbatch_table", "reconstruction_summary", "report_markdown", "run_cli", "runs_table",
+           "takeaways", "takeaways_markdown", "text_table", "write_report", "CHAPTERS", "TRACE_DOC_LIMIT",
+           "TRACE_MAGIC", "UNDECIDED", "chapter_finding", "companion_findings", "MAX_BATCH_RUNS", "changed_findings",
+           "check_stored_bytes_per_layer", "check_with_reconstruction_error", "race_answer", "stored_trunk_markdown",
+           "with_reconstruction_error"]

@@ -1,0 +1,240 @@
+"""Notebook 07 and REPORT.md: the run's headline in four computed lines, the throughput verdicts that respect the
+runs' spread, and what this machine could not measure.
+
+Each line is built from the results (`rev.chapters.shared.results`), so it says the opposite when the results do: a memory
+"cut" of more than 1x reads "no cut", a reversible run that ran faster reads "faster", and a throughput difference
+inside the runs' per-step spread reads "too noisy to tell on this machine".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ...engine.files import read_json
+from ..shared.results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
+                      main_runs, max_batches_found, maxbatch_of, number)
+from ..screening.rule import LOSS_TIE
+
+NOISY = "too noisy to tell on this machine"
+
+
+def pct(ratio: float) -> str:
+    """A ratio as a signed percentage change: 0.79 -> "-21.0%"."""
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def mib(b: float | None) -> str:
+    return "?" if b is None else f"{b / MIB:,.1f} MiB"
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Throughput against its spread
+# -------------------------------------------------------------------------------------------------------------
+
+Quartiles = tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class SpeedComparison:
+    """Two runs' tokens/s (`load_runs`' column: the median step where the log has the steps) with each run's
+    per-step quartiles."""
+    base: float
+    rev: float
+    base_q: Quartiles | None
+    rev_q: Quartiles | None
+
+    @property
+    def ratio(self) -> float:
+        return self.rev / self.base
+
+    @property
+    def noisy(self) -> bool | None:
+        """True when the two runs' per-step interquartile ranges overlap: the difference between them is no larger
+        than the step-to-step spread of either. None when a run recorded no per-step timings."""
+        if self.base_q is None or self.rev_q is None:
+            return None
+        return self.rev_q[0] <= self.base_q[2] and self.base_q[0] <= self.rev_q[2]
+
+    @property
+    def verdict(self) -> str:
+        """"slower", "faster" or `NOISY` ("slower"/"faster" alone when no spread was recorded). With a spread
+        the direction is read from the quartiles that do not overlap."""
+        if self.noisy:
+            return NOISY
+        if self.noisy is None:
+            return "slower" if self.rev < self.base else "faster"
+        return "slower" if self.rev_q[2] < self.base_q[0] else "faster"
+
+    def spread_text(self) -> str:
+        if self.base_q is None or self.rev_q is None:
+            return "no per-step timings recorded, so no spread to judge the difference by"
+        return (f"interquartile range per step {self.rev_q[0]:,.0f}-{self.rev_q[2]:,.0f} against "
+                f"{self.base_q[0]:,.0f}-{self.base_q[2]:,.0f} tokens/s")
+
+
+def compare_speed(base: pd.Series | None, rev: pd.Series | None) -> SpeedComparison | None:
+    """`SpeedComparison` of two run rows (None when either is missing or has no tokens/s)."""
+    if base is None or rev is None:
+        return None
+    b, r = number(base.get("tokens_per_s")), number(rev.get("tokens_per_s"))
+    if not b or r is None:
+        return None
+    return SpeedComparison(b, r, row_spread(base), row_spread(rev))
+
+
+def speed_sentence(base: pd.Series, rev: pd.Series) -> str | None:
+    """The same-batch throughput finding: the price of recomputation, or no measurable one."""
+    c = compare_speed(base, rev)
+    if c is None:
+        return None
+    why = {NOISY: "Whatever recomputation costs here is hidden by how much single steps vary",
+           "slower": "That is the expected price of recomputing each block in backward",
+           "faster": "Recomputing cannot make a step faster; the runs were timed one after another, so a change in "
+                     "the machine's load between them is the likelier cause (`python -m rev bench` times the trunks "
+                     "interleaved)"}[c.verdict]
+    return (f"At batch {int(base['batch_size'])} the reversible trunk trained at {c.rev:,.0f} tokens/s against the "
+            f"baseline's {c.base:,.0f} ({pct(c.ratio)}; {c.spread_text()}): {c.verdict}. {why}.")
+
+
+def max_batch_speed_sentence(base_max: pd.Series, rev_max: pd.Series) -> str | None:
+    """The max-batch throughput finding. It compares two batch sizes as much as two trunks, so it is read as what
+    the larger batch did to tokens/s, never as the recomputation's price (the same-batch runs measure that)."""
+    c = compare_speed(base_max, rev_max)
+    if c is None:
+        return None
+    bb, rb = int(base_max["batch_size"]), int(rev_max["batch_size"])
+    why = {NOISY: "Neither the larger batch nor the recomputation shows beyond the noise",
+           "faster": f"The larger batch ({rb} against {bb}) more than paid for the recomputation, as a batch can "
+                     f"spread each step's fixed costs over more tokens",
+           "slower": f"Its larger batch ({rb} against {bb}) did not make up for the recomputation"}[c.verdict]
+    return (f"Each at its own max batch ({bb} vs {rb}), the reversible trunk trained at {c.rev:,.0f} tokens/s "
+            f"against the baseline's {c.base:,.0f} ({pct(c.ratio)}; {c.spread_text()}): {c.verdict}. {why}. This "
+            f"compares batch sizes as much as trunks; the price of recomputing is the same-batch comparison.")
+
+
+# -------------------------------------------------------------------------------------------------------------
+# The headline: four lines
+# -------------------------------------------------------------------------------------------------------------
+
+def _missing(*names: str) -> str:
+    return "not measured (needs " + " and ".join(f"`{n}`" for n in names) + ")."
+
+
+def memory_line(base: pd.Series | None, rev: pd.Series | None) -> str:
+    b = number(base.get("peak_memory_bytes")) if base is not None else None
+    r = number(rev.get("peak_memory_bytes")) if rev is not None else None
+    if not b or r is None:
+        return "**Memory**: " + _missing(BASE, REV)
+    ratio = r / b
+    verdict = f"a cut of {(1 - ratio) * 100:.0f}%" if ratio < 1 else "no cut"
+    return (f"**Memory**: at batch {int(base['batch_size'])} the reversible trunk's training step peaked at "
+            f"{mib(r)} against the baseline's {mib(b)}: {ratio:.2f}x, {verdict}.")
+
+
+def loss_line(base: pd.Series | None, rev: pd.Series | None) -> str:
+    eq = equal_tokens_val(base, rev) if base is not None and rev is not None else None
+    if eq is None:
+        return "**Loss**: " + _missing(BASE, REV)
+    tokens, b, r = eq
+    d = r - b
+    verdict = (f"kept, within the {LOSS_TIE} nats the screening counts as a tie" if abs(d) <= LOSS_TIE else
+               "kept, and lower" if d < 0 else f"not kept, higher by more than the {LOSS_TIE}-nat tie margin")
+    return (f"**Loss**: after {tokens:,} tokens the reversible run's validation loss was {r:.3f} against the "
+            f"baseline's {b:.3f} ({d:+.3f} nats): {verdict}.")
+
+
+def batch_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
+    mb = maxbatch_of(df, maxbatch)
+    found = max_batches_found(mb, main_reversible_trunk(df, mb))
+    if not found:
+        return "**Batch**: not measured (needs the max-batch searches, `maxbatch.json`)."
+    b, r, budget = found
+    verdict = f"{r / b:.2f}x the batch" if r > b else "no larger batch"
+    return (f"**Batch**: under one budget of {mib(budget)} the reversible trunk fits batch {r} against the "
+            f"baseline's {b}: {verdict}.")
+
+
+def throughput_line(base: pd.Series | None, rev: pd.Series | None) -> str:
+    c = compare_speed(base, rev)
+    if c is None:
+        return "**Throughput**: " + _missing(BASE, REV)
+    paid = {NOISY: NOISY + " whether anything was paid",
+            "slower": f"slower by {(1 - c.ratio) * 100:.0f}%, the price of recomputing each block",
+            "faster": "faster, so no price measured here (see the evidence for why a faster run is suspect)"}[c.verdict]
+    return (f"**Throughput**: at batch {int(base['batch_size'])} the reversible trunk trained at {c.rev:,.0f} "
+            f"tokens/s against {c.base:,.0f} ({pct(c.ratio)}, {c.spread_text()}): {paid}.")
+
+
+def headline_lines(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
+    """The run's headline: memory cut, loss kept, batch gained, throughput paid -- one line each, computed."""
+    base, rev = main_run(df, BASE), main_run(df, REV)
+    return [memory_line(base, rev), loss_line(base, rev), batch_line(df, maxbatch), throughput_line(base, rev)]
+
+
+# -------------------------------------------------------------------------------------------------------------
+# What this machine could not measure
+# -------------------------------------------------------------------------------------------------------------
+
+def _spreads(df: pd.DataFrame) -> list[tuple[str, float]]:
+    """(run, interquartile range / median of its per-step tokens/s) for every main run with per-step timings."""
+    out = []
+    for _, r in main_runs(df).iterrows():
+        q = row_spread(r)
+        if q and q[1] > 0:
+            out.append((str(r["run"]), (q[2] - q[0]) / q[1]))
+    return out
+
+
+def _seeds(df: pd.DataFrame) -> set:
+    seeds = set()
+    for p in main_runs(df)["path"].dropna():
+        s = Path(p) / "summary.json"
+        if s.is_file():
+            seeds.add(((read_json(s).get("config") or {}).get("seed")))
+    return seeds - {None}
+
+
+def throughput_caveat(df: pd.DataFrame) -> str:
+    """Why the runs' tokens/s do not compare as the bars suggest: each run was timed alone, one after another,
+    and its own steps varied by the computed spread."""
+    spreads = _spreads(df)
+    text = ("Each run was timed alone, one after another, so a change in the machine's load between runs is in "
+            "none of the per-step spreads.")
+    if spreads:
+        lo, hi = min(spreads, key=lambda s: s[1]), max(spreads, key=lambda s: s[1])
+        text += (f" Within a run, the interquartile range of per-step tokens/s was {lo[1]:.0%} of its median "
+                 f"({lo[0]}) to {hi[1]:.0%} ({hi[0]}).")
+    verdicts = [(what, c) for what, c in (("at the same batch", compare_speed(main_run(df, BASE), main_run(df, REV))),
+                                          ("at the max batches", compare_speed(main_run(df, BASE_MAX),
+                                                                               main_run(df, REV_MAX))))
+                if c is not None]
+    if verdicts:
+        text += " Reversible against baseline: " + "; ".join(f"{what} {pct(c.ratio)}, {c.verdict}"
+                                                              for what, c in verdicts) + "."
+    return text
+
+
+def limits(df: pd.DataFrame, timing: bool = True) -> list[str]:
+    """What this machine could not measure, from the runs' own records (devices, timings, seeds); `timing=False`
+    leaves out `throughput_caveat` (for a page that shows it beside the throughput figure already)."""
+    runs = main_runs(df)
+    if not len(runs):
+        return ["Nothing measured yet: no main runs."]
+    devices = sorted(set(runs["device"].dropna().astype(str)))
+    out = []
+    if not any("cuda" in d.lower() for d in devices):
+        out.append(f"No GPU: every main run ran on {', '.join(devices) or 'an unrecorded device'}. Throughput on a "
+                   f"CPU says little about a GPU's time per token: how much of a step the recomputation costs, and "
+                   f"whether a larger batch buys time per token, depend on how busy the GPU keeps its cores. Run the "
+                   f"workbook on a GPU (colab/README.md) and merge it (`python -m rev report --merge`) to measure "
+                   f"them. Peak memory here counts live tensor bytes, not a CUDA allocator's reserved blocks.")
+    if timing:
+        out.append(throughput_caveat(df))
+    seeds = _seeds(df)
+    if len(seeds) == 1:
+        out.append(f"Every main run trained once, with seed {next(iter(seeds))}: no seed-to-seed spread of the loss "
+                   f"was measured, so a loss difference within the {LOSS_TIE}-nat tie margin is a tie by rule, not "
+                   f"by measurement.")
+    return out

@@ -1,0 +1,588 @@
+"""`python -m rev report` and notebook 07: the findings in sentences, the report's tables, and REPORT.md.
+
+`rev.chapters.shared.results` reads ``results/<profile>/`` and derives the numbers, `rev.chapters.shared.figures` draws them; this module
+says what they mean (`findings`, `takeaways`), lays them out as tables and Markdown (`report_markdown`) and
+writes ``REPORT.md`` with ``plots/*.png`` beside it (`write_report`). Every number in the report is read from
+the results folder, except the published reference figures, which are labelled as such wherever they appear.
+
+Results made elsewhere (a Colab T4, say) come back as a zip made by ``python -m rev bundle --results PROFILE``;
+``python -m rev report --merge ARCHIVE`` unpacks it next to the local results (`rev.engine.results_folder.merge`) first.
+Each row carries the run's `device`, so CPU and GPU rows can sit in one table.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ...core.reversible import RECON_LIMIT
+from ...engine.cli import folder_arg
+from ...engine.files import swap_in, write_text
+from ...engine.results_folder import PLOTS_DIR, REPORT_NAME, merge
+from ..shared.figures import save_plots
+from ..shared.tables import format_number, tidy
+from ..screening.rule import LOSS_TIE
+from .companions import companion_findings
+from ..assignment.takeaways import stalled_start
+from .headline import (NOISY, compare_speed, headline_lines, limits, max_batch_speed_sentence, mib, pct,
+                              speed_sentence)
+from ..shared.results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped,
+                      deep_search, loss_head_finding, loss_head_table, max_batch_views, screening_check, stream_runs,
+                      equal_tokens_val, format_value, headline, load_all, load_runs, main_reversible_trunk, main_run,
+                      main_runs, max_batches_found, maxbatch_of, number, published_reference, unigram_loss)
+
+UNIGRAM_MARGIN = 0.1     # a run ending this close to the context-free loss has learnt little context
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Tables (formatted text)
+# -------------------------------------------------------------------------------------------------------------
+
+def _ratio(v: Any) -> str:
+    return "—" if number(v) is None else f"{format_number(float(v))}x"
+
+
+def format_headline(h: pd.DataFrame) -> pd.DataFrame:
+    """The headline table as text, each row in its own units (`tables.format_number`), ready to print or paste."""
+    return pd.DataFrame({
+        "quantity": h["quantity"],
+        "baseline": [format_number(v) for v in h["baseline"]],
+        "reversible": [format_number(v) for v in h["reversible"]],
+        "reversible / baseline": [_ratio(v) for v in h["ratio"]],
+        f"ratio, {PUBLISHED_SOURCE}": [_ratio(v) for v in h["published_ratio"]],
+    })
+
+
+_RUN_COLUMNS = {"run": "run", "trunk": "trunk", "h": "h", "stream": "stream", "n_layer": "layers",
+                "batch_size": "batch", "tokens": "tokens", "final_train_loss": "train loss",
+                "final_val_loss": "val loss", "tokens_per_s": "tokens/s", "peak_memory_mib": "peak MiB",
+                "reconstruction_error": "recon. error", "wall_s": "wall s", "status": "status", "device": "device"}
+
+
+def runs_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The per-run table shown in the report (`tables.tidy`: whole numbers as integers, 4 significant figures)."""
+    out = pd.DataFrame({name: (df[c].tolist() if c in df else [None] * len(df)) for c, name in _RUN_COLUMNS.items()})
+    if "chosen" in df and df["chosen"].any():
+        out["run"] = [f"{r} (chosen)" if ch else r for r, ch in zip(out["run"], df["chosen"])]
+    return tidy(out)
+
+
+def maxbatch_table(maxbatch: dict | None) -> pd.DataFrame:
+    """One row per max-batch search: trunk, batch found, budget, probes."""
+    rows = []
+    for key, v in (maxbatch or {}).items():
+        if not isinstance(v, dict):
+            continue
+        probes = v.get("probes") or []
+        budget = v.get("budget_bytes") or (maxbatch or {}).get("budget_bytes")
+        fitting = [p["peak_bytes"] for p in probes if p.get("fits") and p.get("peak_bytes")]
+        rows.append({"search": key, "trunk": v.get("trunk", key), "layers": v.get("n_layer"),
+                     "max batch": number(v.get("batch")), "budget MiB": budget / MIB if budget else None,
+                     "probes": len(probes), "largest fitting peak MiB": max(fitting) / MIB if fitting else None})
+    return tidy(pd.DataFrame(rows, columns=["search", "trunk", "layers", "max batch", "budget MiB", "probes",
+                                            "largest fitting peak MiB"]))
+
+
+def compare_with_published(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
+    """Measured and published figures side by side, one row per quantity both report (text, own units)."""
+    h = headline(df, maxbatch).set_index("key")
+    fh = format_headline(headline(df, maxbatch)).set_index(h.index)
+    ref = _published_text().set_index(published_reference()["key"])
+    rows = []
+    for key in ref.index:
+        rows.append({"quantity": h.loc[key, "quantity"], "measured baseline": fh.loc[key, "baseline"],
+                     "measured reversible": fh.loc[key, "reversible"],
+                     "measured ratio": fh.loc[key, "reversible / baseline"],
+                     "published baseline": ref.loc[key, "baseline"], "published reversible": ref.loc[key, "reversible"],
+                     "published ratio": ref.loc[key, "reversible / baseline"],
+                     "published quantity": ref.loc[key, "quantity"], "source": PUBLISHED_SOURCE})
+    return pd.DataFrame(rows)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of `df` (cells as text; '|' escaped)."""
+    def cell(v: Any) -> str:
+        return ("—" if v is None or (isinstance(v, float) and v != v) else str(v)).replace("|", "\\|")
+    head = "| " + " | ".join(cell(c) for c in df.columns) + " |"
+    sep = "|" + "|".join("---" for _ in df.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, sep, *body])
+
+
+def _published_text() -> pd.DataFrame:
+    ref = published_reference()
+    return pd.DataFrame({"quantity": ref["quantity"] + " (" + ref["unit"] + ")",
+                         "baseline": [format_number(v) for v in ref["baseline"]],
+                         "reversible": [format_number(v) for v in ref["reversible"]],
+                         "reversible / baseline": [_ratio(v) for v in ref["ratio"]],
+                         "source": ref["source"]})
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Findings: sentences built from the measured numbers
+# -------------------------------------------------------------------------------------------------------------
+
+def _mib(b: Any) -> str:
+    return mib(number(b))
+
+
+def _finding_memory(base: pd.Series, rev: pd.Series) -> str | None:
+    b, r = number(base["peak_memory_bytes"]), number(rev["peak_memory_bytes"])
+    if not b or r is None:
+        return None
+    return (f"At batch {int(base['batch_size'])} the reversible trunk ({rev['trunk']}) used {r / b:.2f}x the "
+            f"baseline's peak memory ({_mib(r)} vs {_mib(b)}).")
+
+
+def _finding_maxbatch(mbs: tuple[int, int, int], rev_trunk: str) -> str:
+    b, r, budget = mbs
+    return (f"Under one budget of {_mib(budget)} the baseline fits batch {b} and the reversible trunk ({rev_trunk}) "
+            f"batch {r}: {r / b:.2f}x.")
+
+
+def _finding_val(base: pd.Series, rev: pd.Series, what: str) -> str | None:
+    eq = equal_tokens_val(base, rev)
+    if eq is None:
+        return None
+    tokens, b, r = eq
+    out = (f"{what}, after {tokens:,} tokens the validation loss was {r:.3f} (reversible) vs {b:.3f} (baseline): "
+           f"a difference of {r - b:+.3f} ({pct(r / b)}).")
+    sb, sr = number(base.get("steps")), number(rev.get("steps"))
+    if sb and sr and sb != sr:
+        out += (f" The same tokens took {int(sr):,} optimizer steps (reversible) against {int(sb):,} (baseline): "
+                f"at a fixed token budget a larger batch means fewer, less noisy steps, so the comparison mixes "
+                f"the trunk with the step count.")
+    return out
+
+
+def _finding_recon(df: pd.DataFrame) -> str | None:
+    rev = df[~df["screening"] & df["reconstruction_error"].notna()]
+    if not len(rev):
+        return None
+    worst = rev.loc[pd.to_numeric(rev["reconstruction_error"]).idxmax()]
+    err = float(worst["reconstruction_error"])
+    verdict = ("well below" if err < RECON_LIMIT / 100 else "below" if err < RECON_LIMIT else "ABOVE")
+    return (f"The trained reversible trunks rebuild their inputs with relative error at most {err:.2e} "
+            f"({worst['run']}, {worst['stream']} stream), {verdict} the {RECON_LIMIT:g} the training loop "
+            f"warns at.")
+
+
+def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str | None:
+    lb, ld = number(base["n_layer"]), number(deep["n_layer"])
+    pb, pd_ = number(base["peak_memory_bytes"]), number(deep["peak_memory_bytes"])
+    if lb is None or ld is None:
+        return None
+    within = f" within {_mib(search['budget_bytes'])}" if search and search.get("budget_bytes") else ""
+    mem = f", peaking at {_mib(pd_)} vs the baseline's {_mib(pb)}" if pb and pd_ else ""
+    val = ""
+    if number(base["final_val_loss"]) is not None and number(deep["final_val_loss"]) is not None:
+        val = f"; its validation loss was {float(deep['final_val_loss']):.3f} vs {float(base['final_val_loss']):.3f}"
+    if deep_capped(search):
+        used = f": at {int(ld)} layers it peaked at {_mib(pd_)} of the {_mib(pb)} allowed" if pb and pd_ else ""
+        return (f"The depth search stopped at its cap of {int(ld)} layers (the profile's `deep_max_layers`, which "
+                f"bounds the deep run's training time), not at the memory limit{used}, at batch "
+                f"{int(deep['batch_size'])}. Against the baseline's {int(lb)} layers that is {ld / lb:.2f}x, a lower "
+                f"bound{val}.")
+    return (f"The deepest reversible model{within} at batch {int(deep['batch_size'])} has {int(ld)} layers against "
+            f"the baseline's {int(lb)} ({ld / lb:.2f}x){mem}{val}.")
+
+
+def _finding_stall(rev_max: pd.Series, base_max: pd.Series) -> str | None:
+    """Whether the reversible max-batch run stalled on the context-free line, from its log."""
+    if not rev_max.get("path"):
+        return None
+    return stalled_start(rev_max["path"], rev_max.get("unigram_val_loss"), base_max.get("path") or None,
+                         label="The reversible max-batch run")
+
+
+def _finding_unigram(df: pd.DataFrame) -> str | None:
+    u = unigram_loss(df)
+    if u is None:
+        return None
+    ended = [(r, float(r["final_val_loss"])) for _, r in main_runs(df).iterrows()
+             if number(r.get("final_val_loss")) is not None]
+    out = (f"A context-free model, predicting every token by its training frequency, scores {u:.3f} nats on "
+           "the validation split; the runs end at " + ", ".join(f"{r['label']} {v:.3f}" for r, v in ended)
+           + ". Only what lies below that line comes from reading context.")
+    near = [r for r, v in ended if v > u - UNIGRAM_MARGIN]
+    if near:   # one sentence for all of them: the same lesson, said once
+        each = ", ".join(f"{r['label']} ({r['run']}, {int(r['steps']):,} steps)" if number(r.get("steps")) else
+                         f"{r['label']} ({r['run']})" for r in near)
+        out += (f" Within {UNIGRAM_MARGIN} nats of that line: {each}. In their steps they learnt token "
+                f"frequencies and little else.")
+    return out
+
+
+def _finding_screening(df: pd.DataFrame) -> str | None:
+    scr = df.attrs.get("screening") or {}
+    chosen = scr.get("chosen")
+    n = int(df["screening"].sum())
+    if not chosen:
+        return f"{n} screening runs present, no choice recorded." if n else None
+    why = f" ({scr['reason']})" if scr.get("reason") else ""
+    return (f"The screening compared {n} short runs and chose {chosen.get('trunk')} with h={chosen.get('h')}, "
+            f"stream {chosen.get('stream', 'fp32')}{why}.")
+
+
+def _finding_published(df: pd.DataFrame, mb: dict | None) -> str | None:
+    h = headline(df, mb).set_index("key")
+    parts = []
+    for key, what in (("peak_memory", "peak memory"), ("max_batch", "max batch"), ("tokens_per_s", "tokens/s"),
+                      ("val_loss", "validation loss")):
+        r = number(h.loc[key, "ratio"])
+        if r is not None:
+            c = compare_speed(main_run(df, BASE), main_run(df, REV)) if key == "tokens_per_s" else None
+            noisy = f"; {NOISY}" if c is not None and c.noisy else ""   # a ratio inside the spread says nothing
+            parts.append(f"{what} {r:.2f}x (published {h.loc[key, 'published_ratio']:.2f}x{noisy})")
+    if not parts:
+        return None
+    return f"Reversible / baseline here vs the published figures ({PUBLISHED_SOURCE}): " + "; ".join(parts) + "."
+
+
+def _finding_streams(df: pd.DataFrame) -> str | None:
+    """Run 3 against run 3b: one trunk at its own max batch on two streams; an unreliable run flagged."""
+    t = stream_runs(df)
+    if len(t) < 2:
+        return None
+    a, b = t.iloc[0], t.iloc[1]
+    each = "; ".join(f"on {r['stream']} ({r['run']}) batch {r['batch']:.0f}, validation loss "
+                     f"{format_value(r['final_val_loss'], '{:.3f}')}, {format_value(r['tokens_per_s'], '{:,.0f}')} "
+                     f"tokens/s, reconstruction error {format_value(r['reconstruction_error'], '{:.1e}')}"
+                     for _, r in t.iterrows())
+    out = f"{a['trunk']} at its own max batch, {each}."
+    if a["tokens_per_s"] and b["tokens_per_s"]:
+        wide, narrow = (a, b) if a["stream"] != "fp32" else (b, a)
+        c = compare_speed(main_run(df, narrow["run"]), main_run(df, wide["run"]))
+        out += (f" The {wide['stream']} stream ran at {wide['tokens_per_s'] / narrow['tokens_per_s']:.2f}x the fp32 "
+                f"stream's tokens/s ({f'{c.verdict}; {c.spread_text()}' if c else 'no timings to compare'}) "
+                f"and fit {wide['batch'] / narrow['batch']:.2f}x its batch.")
+    for _, r in t.iterrows():
+        if r["reliable"] is not None and not r["reliable"]:
+            out += f" {r['run']} is {r['why']}."
+    return out
+
+
+def _finding_max_batch_views(df: pd.DataFrame) -> str | None:
+    v = max_batch_views(df)
+    if len(v) < 2:
+        return None
+    at = lambda col: ", ".join(f"{r['run']} {format_value(r[col], '{:.3f}')}" for _, r in v.iterrows())  # noqa: E731
+    below = v["below_context_free"].dropna()
+    out = (f"The max-batch runs took {v['steps'].min():,.0f} to {v['steps'].max():,.0f} optimizer steps. At equal "
+           f"tokens ({v['equal_tokens'].iloc[0]:,}) their validation losses were {at('val_loss_at_equal_tokens')}; "
+           f"at equal steps ({v['equal_steps'].iloc[0]:,}, where the larger batches had seen more tokens): "
+           f"{at('val_loss_at_equal_steps')}.")
+    if len(below):
+        out += (f" They ended {below.min():.3f} to {below.max():.3f} nats below the context-free line"
+                if below.min() > 0 else
+                f" At least one ended above or on the context-free line ({below.min():+.3f} nats below it)") + "."
+    return out
+
+
+def _finding_screening_held(df: pd.DataFrame) -> str | None:
+    t = screening_check(df)
+    if len(t) < 2 or t["final_val_loss"].isna().any():
+        return None
+    pick, second = t.iloc[0], t.iloc[1]
+    name = lambda r: f"{r['trunk']} h={r['h']:g} {r['stream']}"  # noqa: E731
+    diff = pick["final_val_loss"] - second["final_val_loss"]
+    verdict = ("held: the pick still ended lower" if diff <= 0 else
+               f"held within the rule's tie margin ({LOSS_TIE} nats)" if diff <= LOSS_TIE else
+               "did not hold: the runner-up ended lower, beyond the tie margin")
+    short = (f" (screening: {format_value(pick['screening_val_loss'], '{:.3f}')} vs "
+             f"{format_value(second['screening_val_loss'], '{:.3f}')})")
+    return (f"At the full budget ({pick['tokens']:,.0f} tokens) the screening's pick {name(pick)} reached "
+            f"{pick['final_val_loss']:.3f} and the runner-up {name(second)} {second['final_val_loss']:.3f}{short}: "
+            f"the choice {verdict}.")
+
+
+def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
+    """Sentences stating what the runs measured; runs that are missing are named instead of guessed."""
+    mb = maxbatch_of(df, maxbatch)
+    if not len(df):
+        return [f"No runs found for profile {df.attrs.get('profile', '?')!r} under "
+                f"{df.attrs.get('results_dir', '?')}: run the training notebooks (or `python -m rev workbook`) first."]
+    base, rev = main_run(df, BASE), main_run(df, REV)
+    base_max, rev_max, deep = main_run(df, BASE_MAX), main_run(df, REV_MAX), main_run(df, REV_DEEP)
+    out: list[str | None] = [_finding_screening(df)]
+    if base is not None and rev is not None:
+        out += [_finding_memory(base, rev), speed_sentence(base, rev), _finding_val(base, rev, "At the same batch")]
+    mbs = max_batches_found(mb, main_reversible_trunk(df, mb))
+    if mbs:
+        out.append(_finding_maxbatch(mbs, main_reversible_trunk(df, mb) or "reversible"))
+    if base_max is not None and rev_max is not None:
+        out.append(_finding_val(base_max, rev_max,
+                                f"Each at its own max batch ({int(base_max['batch_size'])} vs "
+                                f"{int(rev_max['batch_size'])})"))
+        out.append(max_batch_speed_sentence(base_max, rev_max))
+        out.append(_finding_stall(rev_max, base_max))
+    out += [_finding_max_batch_views(df), _finding_streams(df), loss_head_finding(df.attrs.get("loss_heads"))]
+    if base is not None and deep is not None:
+        out.append(_finding_deep(base, deep, deep_search(mb)))
+    out.append(_finding_screening_held(df))
+    out.append(_finding_recon(df))
+    out.append(_finding_unigram(df))
+    out.append(_finding_published(df, mb))
+    devices = sorted(set(main_runs(df)["device"].dropna().astype(str)))
+    if len(devices) > 1:
+        out.append(f"Caution: the main runs come from {len(devices)} devices ({'; '.join(devices)}); memory and "
+                   f"speed compare only within one device.")
+    missing = df.attrs.get("missing") or []
+    if missing:
+        out.append("Not present (so not compared): " + ", ".join(missing) + ".")
+    return [s for s in out if s]
+
+
+def _depth_line(df: pd.DataFrame, maxbatch: dict | None) -> str | None:
+    """Depth bought with the saved memory, and whether the deeper model ended lower than the shallow ones."""
+    h = headline(df, maxbatch).set_index("key")
+    ratio = number(h.loc["deep_layers", "ratio"])
+    if ratio is None:
+        return None
+    out = f"**Depth**: {ratio:.2f}x the baseline's layers fit its memory at its batch"
+    deep = main_run(df, REV_DEEP)
+    others = [(r["label"], number(r["final_val_loss"])) for r in (main_run(df, BASE), main_run(df, REV))
+              if r is not None and number(r["final_val_loss"]) is not None]
+    if deep is not None and number(deep["final_val_loss"]) is not None and others:
+        d, best = float(deep["final_val_loss"]), min(v for _, v in others)
+        verdict = ("the lowest of them" if d < best else
+                   f"within the {LOSS_TIE}-nat tie margin of the best, a tie" if d - best <= LOSS_TIE else
+                   "higher: depth did not pay on this budget")
+        out += (f"; the deep run ended at {d:.3f} against " + ", ".join(f"{lab} {v:.3f}" for lab, v in others)
+                + f": {verdict}")
+    return out + "."
+
+
+def takeaways(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
+    """Short lines for the end of notebook 07: the four headline lines (memory, loss, batch, throughput), then
+    depth and exactness, each computed; comparisons whose runs are missing say so."""
+    if main_run(df, BASE) is None and main_run(df, REV) is None:
+        return ["No comparison possible yet: the baseline and reversible runs are not both present."]
+    out = headline_lines(df, maxbatch) + [_depth_line(df, maxbatch)]
+    recon = number(headline(df, maxbatch).set_index("key").loc["reconstruction_error", "reversible"])
+    if recon is not None:
+        out.append(f"**Exactness**: inputs rebuilt to a relative error of {recon:.1e}.")
+    return [s for s in out if s]
+
+
+def takeaways_markdown(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
+    """`takeaways` as a Markdown section, for the end of notebook 07."""
+    return "## Takeaways\n\n" + "\n".join(f"- {line}" for line in takeaways(df, maxbatch))
+
+
+def _against_limit(err: float) -> str:
+    if err == 0:
+        return "exact"
+    if err < RECON_LIMIT:
+        return f"{math.log10(RECON_LIMIT / err):.1f} orders of magnitude below the limit"
+    return f"{err / RECON_LIMIT:.1f}x the limit: ABOVE it"
+
+
+def reconstruction_summary(df: pd.DataFrame) -> str:
+    """Markdown: for each stream, the reconstruction errors of the trained reversible trunks (main and screening
+    runs) measured against `RECON_LIMIT`, with the depth and tokens of the worst one (errors grow with both)."""
+    err = pd.to_numeric(df["reconstruction_error"], errors="coerce") if len(df) else pd.Series(dtype=float)
+    rev = df[err.notna()] if len(df) else df
+    if not len(rev):
+        return "No trained reversible trunk here yet: run the screening and run 2 first."
+    lines = [f"The training loop warns above a relative error of {RECON_LIMIT:g}. Measured here, per stream:", ""]
+    for stream, group in rev.groupby("stream", sort=True):
+        e = err[group.index]
+        worst = group.loc[e.idxmax()]
+        lines.append(f"- **{stream}**: {len(group)} trained trunk(s), errors {e.min():.1e} to {e.max():.1e}; the "
+                     f"largest ({worst['run']}: {worst['trunk']}, {format_value(worst['n_layer'], '{:.0f}')} layers, "
+                     f"{format_value(worst['tokens'], '{:,.0f}')} tokens) is {_against_limit(float(e.max()))}.")
+    return "\n".join(lines)
+
+
+def loss_and_time_summary(table: pd.DataFrame) -> str:
+    """Markdown: which run of `results.loss_and_time` was lowest at the shared token count, and which took the
+    fewest seconds to train on it."""
+    loss, time = table.dropna(subset=["val_loss"]), table.dropna(subset=["train_seconds"])
+    if not len(loss) or not len(time):
+        return "Not enough finished main runs to compare yet."
+    low, fast = loss.iloc[0], time.loc[time["train_seconds"].idxmin()]
+    seconds = format_value(low["train_seconds"], "{:.1f}")
+    longer = table[table["trained_tokens"] > 1.02 * table["tokens"]]
+    note = (f" ({'; '.join(longer['label'])} trained on more and {'is' if len(longer) == 1 else 'are'} read at this "
+            f"count from {'its' if len(longer) == 1 else 'their'} log, mid-way through {'its' if len(longer) == 1 else 'their'} schedule)"
+            if len(longer) else "")
+    return (f"At {low['tokens']:,.0f} tokens{note}: lowest validation loss **{low['label']}** ({low['val_loss']:.3f}, "
+            f"{seconds} s of training). Fewest seconds for those tokens: **{fast['label']}** "
+            f"({fast['train_seconds']:.1f} s, at {format_value(fast['val_loss'], '{:.3f}')}).")
+
+
+# -------------------------------------------------------------------------------------------------------------
+# REPORT.md
+# -------------------------------------------------------------------------------------------------------------
+
+_FIGURES = [("loss_vs_tokens", "Loss against tokens"), ("val_loss", "Validation loss"),
+            ("peak_memory", "Peak memory"), ("max_batch", "Max batch under one budget"),
+            ("tokens_per_s", "Throughput"), ("reconstruction_error", "Reconstruction error")]
+
+
+_LOSS_HEAD_FIGURE = [("loss_heads", "Max batch by loss head")]
+
+
+def text_table(t: pd.DataFrame, fmts: dict[str, str] | None = None) -> pd.DataFrame:
+    """`t` as text for a table: `tables.tidy` (whole numbers as integers, 4 significant figures, a dash where a
+    value is missing); `fmts` (column -> format) only where a column needs its own, such as a signed difference."""
+    out = tidy(t)
+    for c, f in (fmts or {}).items():
+        if c in out:
+            out[c] = [format_value(v, f) for v in t[c]]
+    return out
+
+
+_SIGNED = {"below_context_free": "{:+.3f}"}
+SECTIONS = ("views", "streams", "heads", "screening")
+
+
+def assignment_sections(df: pd.DataFrame, parts: tuple[str, ...] = SECTIONS, level: int = 2) -> list[str]:
+    """REPORT.md's sections (Markdown lines) on the max-batch runs (both views), run 3b, the loss-head ablation
+    and the screening's runner-up, those named in `parts`, with headings of `level`: each table with the finding
+    computed from it; a section whose runs are absent is left out."""
+    h = "#" * level
+    lines: list[str] = []
+    views = max_batch_views(df) if "views" in parts else []
+    if len(views):
+        lines += [f"{h} Max-batch runs: equal tokens and equal steps", "",
+                  markdown_table(text_table(views, _SIGNED)), "",
+                  f"- {_finding_max_batch_views(df) or 'Only one max-batch run is present.'}", ""]
+    streams = stream_runs(df) if "streams" in parts else []
+    if len(streams):
+        t = text_table(streams)
+        t["reliable"] = ["—" if v is None else ("yes" if v else "NO") for v in streams["reliable"]]
+        lines += [f"{h} Run 3b: one reversible trunk, two streams, each at its max batch", "", markdown_table(t), "",
+                  f"- {_finding_streams(df) or 'Run 3b is not present yet (notebook 06).'}", ""]
+    heads = loss_head_table(df.attrs.get("loss_heads") if "heads" in parts else None)
+    if len(heads):
+        budget = (df.attrs.get("loss_heads") or {}).get("budget_bytes")
+        under = f" under {budget / MIB:,.0f} MiB" if budget else ""
+        lines += [f"{h} Loss-head ablation: max batch by loss head{under}",
+                  "", markdown_table(text_table(heads)), "",
+                  f"- {loss_head_finding(df.attrs.get('loss_heads')) or 'Not every head was searched.'}", ""]
+    check = screening_check(df) if "screening" in parts else []
+    if len(check) == 2:
+        lines += [f"{h} Did the screening's choice hold at the full budget?", "",
+                  markdown_table(text_table(check)), "", f"- {_finding_screening_held(df)}", ""]
+    return lines
+
+
+def corpus_used(df: pd.DataFrame) -> str:
+    """The corpora the runs read, as their summaries record them (source and data folder), e.g. "`synthetic`
+    (data folder `synthetic-instead-of-tinystories`)"; runs from before that was recorded are not named."""
+    used = df[["data_source", "data"]].dropna().drop_duplicates() if len(df) else pd.DataFrame()
+    return ", ".join(f"`{r.data_source}` (data folder `{r.data}`)" for r in used.itertuples()) or "not recorded"
+
+
+def _bullets(lines: list[str]) -> list[str]:
+    return [f"- {s}" for s in lines] + [""]
+
+
+def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd.DataFrame | None = None) -> str:
+    """The text of REPORT.md (figures referenced as plots/<name>.png): the headline in four computed lines, the
+    evidence (tables, findings, figures), what the companion chapters found, what this machine could not measure.
+    No paragraph appears twice: a finding shown under its own table is left out of the list of findings."""
+    mb = maxbatch_of(df, maxbatch)
+    profile = df.attrs.get("profile", "?")
+    devices = sorted(set(df["device"].dropna().astype(str))) if len(df) else []
+    sections = assignment_sections(df, level=3)
+    under_tables = {line[2:] for line in sections if line.startswith("- ")}
+    lines = [f"# Report: profile `{profile}`", "",
+             f"Every number below was measured by the runs in `{profile}/` "
+             f"({', '.join(devices) if devices else 'no runs yet'}), except the table labelled "
+             f"*{PUBLISHED_SOURCE}*. Corpus: {corpus_used(df)}.", "",
+             "## Headline", "", *_bullets(headline_lines(df, mb)),
+             "## The evidence", "", "### The comparisons in one table", "",
+             markdown_table(format_headline(headline(df, mb))), "",
+             "### Findings", "", *_bullets([s for s in findings(df, mb) if s not in under_tables]),
+             "### Runs", "", markdown_table(runs_table(main_runs(df))) if len(main_runs(df)) else "No main runs.", ""]
+    scr = df[df["screening"]]
+    if len(scr):
+        lines += ["### Screening", "", markdown_table(runs_table(scr)), ""]
+    if mb:
+        lines += ["### Max batch", "", markdown_table(maxbatch_table(mb)), ""]
+    lines += sections
+    lines += [f"### Published reference ({PUBLISHED_SOURCE})", "",
+              "Figures published for the reference implementation, not measured here: compare the ratios, "
+              "not the absolute numbers.", "", markdown_table(_published_text()), "", "### Figures", ""]
+    for stem, title in _FIGURES + (_LOSS_HEAD_FIGURE if df.attrs.get("loss_heads") else []):
+        lines += [f"#### {title}", "", f"![{title}]({PLOTS_DIR}/{stem}.png)", ""]
+    if all_runs is not None and all_runs["profile"].nunique() > 1:
+        t = runs_table(all_runs)
+        t.insert(0, "profile", all_runs["profile"].tolist())
+        lines += ["### All results in this folder (by device)", "", markdown_table(t), ""]
+    folder = Path(df.attrs.get("results_dir") or ".") / str(profile)
+    lines += ["## What the companion chapters found", "", *_bullets(companion_findings(folder)),
+              "## What this machine could not measure", "", *_bullets(limits(df))]
+    return "\n".join(lines)
+
+
+def write_report(results_root: str | Path, profile: str) -> Path:
+    """Write results/<profile>/REPORT.md and plots/*.png; returns the REPORT.md path.
+
+    The text is composed and the figures drawn into a temporary folder before anything is moved into place, so
+    a failure leaves the previous report as it was.
+    """
+    profile_dir = Path(results_root) / profile
+    if not profile_dir.is_dir():
+        raise ValueError(f"no results for profile {profile!r} under {results_root}: run the workbook "
+                         f"(`python -m rev workbook --profile {profile}`) or merge an archive first")
+    df = load_runs(results_root, profile)
+    text = report_markdown(df, all_runs=load_all(results_root)) + "\n"
+    tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=profile_dir))
+    try:
+        save_plots(df, tmp / PLOTS_DIR)
+        swap_in(tmp / PLOTS_DIR, profile_dir / PLOTS_DIR)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return write_text(profile_dir / REPORT_NAME, text)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Command line
+# -------------------------------------------------------------------------------------------------------------
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="auto",
+                   help="profile folder under --results ('auto': the GPU profile with CUDA, else cpu; with "
+                        "--merge, the archive's profile)")
+    p.add_argument("--results", type=folder_arg, default=Path("results"), help="results root (default: results)")
+    p.add_argument("--merge", type=Path, metavar="ARCHIVE", help="first unpack a results zip made on another machine")
+
+
+def _print_summary(df: pd.DataFrame, path: Path) -> None:
+    print(format_headline(headline(df)).to_string(index=False))
+    print()
+    for s in findings(df):
+        print(f"- {s}")
+    print(f"\nwrote {path}")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    from ...engine.profiles import resolve_profile_name
+
+    profiles: list[str] = []
+    try:
+        if args.merge is not None:
+            written = merge(args.merge, args.results)
+            for d in written:
+                print(f"merged {args.merge} into {d}")
+            profiles = [d.name for d in written] if args.profile == "auto" else []
+        if not profiles:
+            name = args.profile
+            if name == "auto" or not (args.results / name).is_dir():
+                name = resolve_profile_name(name)
+            profiles = [name]
+        for profile in profiles:
+            path = write_report(args.results, profile)
+            _print_summary(load_runs(args.results, profile), path)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}")
+    return 0

@@ -1,0 +1,35 @@
+"""Notebook 03 (screening): its takeaways, Markdown computed from the screening's result (so a screening that
+turns out otherwise reads otherwise). Losses closer than `LOSS_TIE` are a tie that one seed cannot order.
+"""
+from __future__ import annotations
+
+from ...core.reversible import RECON_LIMIT
+from .rule import LOSS_TIE, reconstructs
+
+
+def _bullets(lines: list[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines if line)
+
+
+def screening_takeaways(result: dict) -> str:
+    rows, chosen = result["runs"], result["chosen"]
+    base = next(r for r in rows if r["trunk"] == "residual")
+    rev = [r for r in rows if r["trunk"] != "residual"]
+    best = min(rev, key=lambda r: r["val_loss"])
+    tied = [r for r in rev if r["val_loss"] <= best["val_loss"] + LOSS_TIE]
+    gap = best["val_loss"] - base["val_loss"]
+    fixed = [r for r in rev if r["stream"] == "fixed"]
+    exact = sum(r["reconstruction_error"] == 0 for r in fixed)
+    over = [r["name"] for r in rev if not reconstructs(r)]
+    return _bullets([
+        f"Lowest reversible loss: `{best['name']}` at {best['val_loss']:.3f} after {result['tokens']:,} tokens"
+        + (f", tied (within {LOSS_TIE} nats) with {len(tied) - 1} other candidate(s), which one seed cannot order"
+           if len(tied) > 1 else f", ahead of every other candidate by more than the {LOSS_TIE}-nat tie")
+        + f"; against the baseline's {base['val_loss']:.3f}, "
+        + (f"a tie ({gap:+.3f} nats)." if abs(gap) <= LOSS_TIE else f"{abs(gap):.3f} nats "
+           + ("behind." if gap > 0 else "ahead.")),
+        f"Fixed-point streams rebuilt their input exactly in {exact} of {len(fixed)} runs; "
+        + (f"over the {RECON_LIMIT:g} limit: {', '.join(over)}." if over else
+           f"every candidate stayed within the {RECON_LIMIT:g} reconstruction limit."),
+        f"The assignment runs use `{chosen['trunk']}` with h={chosen['h']:g} on an {chosen['stream']} stream.",
+    ])

@@ -1,0 +1,114 @@
+"""Notebook 00 (setup): what a corpus looks like in tokens, what `load` refuses, and the notebook's takeaways.
+
+The two tiny corpora made here (`tiny_corpora`, and `swapped_copy` for the mixed-up folder) serve both
+`what_load_refuses` and the exercise checks in `exercises`, so neither needs the profile's data nor a network.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ...engine.corpus import prepare
+from ...engine.data import DataError, TokenData, load
+from ...engine.device import describe
+from ...engine.profiles import Profile
+from ...engine.train import TrainConfig, plan_run
+
+_TINY = ((300, 1), (400, 2))     # (vocabulary, seed) of the two tiny corpora: different merges, different ids
+ACCEPTED = "accepted (this is a bug)"  # what `what_load_refuses` records when `load` refuses nothing
+
+
+def corpus_facts(data: TokenData) -> dict[str, float]:
+    """How far a token reaches in the training split: characters per text token (the BPE's compression; the one
+    <|endoftext|> before each story carries no text) and tokens per story (that marker included)."""
+    train = data.meta["splits"]["train"]
+    return {"stories": train["stories"], "characters per story": train["chars"] / train["stories"],
+            "characters per token": train["chars"] / (train["tokens"] - train["stories"]),
+            "tokens per story": train["tokens"] / train["stories"]}
+
+
+def token_reach(data: TokenData, n_tokens: int = 100_000) -> dict[str, float | str]:
+    """How far one token reaches, in words: characters per word (its leading space included, as the BPE sees it)
+    over characters per text token, read from the first `n_tokens` of the training split, and exercise 00.1's
+    three choices decided from that ratio ("less than a word" below 0.8, "about one word" up to 1.25, "more")."""
+    ids = data.array("train")[:n_tokens].tolist()
+    text = data.decode(ids, skip_special=True)
+    words = len(text.split())
+    chars_per_token = corpus_facts(data)["characters per token"]
+    chars_per_word = len(text) / max(words, 1)
+    share = chars_per_token / chars_per_word
+    return {"characters per word": chars_per_word, "words per token": share,
+            "a token covers": "less than a word" if share < 0.8 else "about one word" if share <= 1.25 else
+            "more than a word"}
+
+
+def tiny_corpora(root: str | Path) -> tuple[Path, Path]:
+    """Two small synthetic corpora under `root` with different vocabularies (so different token ids)."""
+    return tuple(prepare("synthetic", Path(root) / f"tiny-v{vocab}", vocab, stories=60, seed=seed, progress=False)
+                 for vocab, seed in _TINY)
+
+
+def swapped_copy(ours: Path, other: Path, dest: Path) -> Path:
+    """A copy of corpus `ours` at `dest` holding `other`'s tokenizer: the mix-up of copying data folders by hand."""
+    mixed = Path(shutil.copytree(ours, dest))
+    shutil.copy(other / "tokenizer.json", mixed / "tokenizer.json")
+    return mixed
+
+
+def what_load_refuses(data: TokenData) -> dict[str, str]:
+    """The errors `load` raises for three mix-ups: a model vocabulary smaller than `data`'s, a tokenizer from
+    another corpus, a truncated token file (the last two on a tiny corpus, so nothing big is copied)."""
+    errors = {}
+
+    def refused(case: str, call: Callable[[], object], hide: str = "") -> None:
+        try:
+            call()
+            errors[case] = ACCEPTED
+        except DataError as e:
+            errors[case] = str(e).replace(hide, "")   # temporary folders are noise to a reader
+
+    refused(f"model vocabulary {data.vocab_size // 2} < corpus {data.vocab_size}",
+            lambda: load(data.path, model_vocab_size=data.vocab_size // 2, verify=False))
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, other = tiny_corpora(tmp)
+        mixed = swapped_copy(ours, other, Path(tmp) / "mixed")
+        refused("tokenizer.json from another corpus", lambda: load(mixed), f"{tmp}/")
+        with open(ours / "val.bin", "r+b") as f:
+            f.truncate(f.seek(0, 2) - 2)
+        refused("val.bin one token short", lambda: load(ours), f"{tmp}/")
+    return errors
+
+
+def takeaways(prof: Profile, data: TokenData, used: str, device: torch.device, dtype: torch.dtype | None,
+              refusals: dict[str, str] | None = None) -> str:
+    """The notebook's closing bullets, from what it measured (`refusals`: what `what_load_refuses` returned)."""
+    plan = plan_run(TrainConfig(profile=prof.name))
+    facts = corpus_facts(data)
+    reach = token_reach(data)
+    accepted = [case for case, error in (refusals or {}).items() if error == ACCEPTED]
+    if refusals is None:
+        load_line = "- `load` checks that tokenizer, token files and model vocabulary belong together."
+    elif accepted:
+        load_line = (f"- `load` ACCEPTED {len(accepted)} of {len(refusals)} mix-ups it should refuse: "
+                     f"{', '.join(accepted)}.")
+    else:
+        load_line = (f"- `load` refused all {len(refusals)} mix-ups tried here (tokenizer, token files and model "
+                     f"vocabulary that do not belong together), each with a message that says what to do.")
+    return "\n".join([
+        f"- This machine trains on {describe(device, dtype)}.",
+        f"- Profile `{prof.name}`: a {prof.n_layer}-layer, d={prof.d_model} GPT on {used} data "
+        f"({data.n_tokens('train'):,} training tokens, vocabulary {data.vocab_size}).",
+        f"- The BPE packs {facts['characters per token']:.2f} characters into a token ({reach['words per token']:.2f} "
+        f"of a {reach['characters per word']:.1f}-character word: {reach['a token covers']}), so a story is about "
+        f"{facts['tokens per story']:.0f} tokens.",
+        f"- Each run sees {prof.train_tokens:,} tokens = {plan.steps} steps of {plan.batch_size} x "
+        f"{prof.seq_len} tokens ({plan.warmup_steps} of them warm-up).",
+        f"- The loss to beat: {data.unigram_loss():.2f} nats/token for a context-free model "
+        f"({math.log(data.vocab_size):.2f} for a uniform guess).",
+        load_line,
+    ])

@@ -1,0 +1,13 @@
+"""What several chapters share, each in one place, imported from its module (nothing is re-exported here):
+
+* `exercises` `check` and `markdown`, which every notebook's exercise and takeaway cells call, and the conventions
+              of an exercise check;
+* `tables`    how every notebook shows a table (`tidy`, `format_number`);
+* `runs`      training a workbook run from a notebook (`train_run`: a finished run reused, an interrupted one
+              resumed), its folder, its speed with its spread (`Spread`), its sample; used by 03 to 07b;
+* `live_loss` the loss curve redrawn while a run trains;
+* `run_log`   what one run's log.csv says (its losses at a point, its step speeds, whether it stalled);
+* `results`   what the runs of a profile left behind, read into one frame (06, 07 and REPORT.md);
+* `run_plots` the figures of runs side by side (04-06);
+* `figures`   the figures drawn from the results frame (06, 07 and REPORT.md).
+"""

@@ -1,0 +1,339 @@
+"""Notebook 07 (and `python -m rev report`): the report's figures, one function each, each returning a matplotlib
+Figure drawn from the frame `rev.chapters.shared.results.load_runs` reads; `plots` gives them all by file stem.
+
+A run that is missing leaves its bar or curve out, and an empty panel says what is not there.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...core.model import TRUNKS
+from ...core.reversible import RECON_LIMIT
+from .results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
+                      format_value, loss_head_table, main_runs, maxbatch_of, number, unigram_loss)
+from .run_log import read_log
+
+# Colours: blues for the residual baseline, oranges/reds for the reversible runs, grey for screening.
+_COLOURS = {BASE: "#1f77b4", BASE_MAX: "#6baed6", REV: "#d62728", REV_MAX: "#ff7f0e", REV_DEEP: "#8c564b",
+            REV_MAX_STREAM: "#e377c2", RUNNER_UP: "#bcbd22"}
+_SCREEN_COLOUR = "#7f7f7f"
+
+
+def _plt():
+    import matplotlib.pyplot as plt  # imported late: `python -m rev report --help` stays fast
+    return plt
+
+
+def _empty(ax, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="grey")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _colour(run: str) -> str:
+    return _COLOURS.get(run, _SCREEN_COLOUR)
+
+
+def _bar_labels(df: pd.DataFrame) -> list[str]:
+    return [f"{lab}\n{trunk}, b={format_value(b, '{:.0f}')}"
+            for lab, trunk, b in zip(df["label"], df["trunk"], df["batch_size"])]
+
+
+def token_axis(ax) -> None:
+    """Tick labels like 200k and 1.5M on a tokens x-axis (raw counts overlap)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def fmt(x: float, _pos: int) -> str:
+        return f"{x / 1e6:g}M" if abs(x) >= 1e6 else f"{x / 1e3:g}k" if abs(x) >= 1e3 else f"{x:g}"
+    ax.xaxis.set_major_formatter(FuncFormatter(fmt))
+
+
+def plot_loss_vs_tokens(df: pd.DataFrame, smooth: int = 10):
+    """Training loss (smoothed) and validation loss against tokens seen, for every main run."""
+    plt = _plt()
+    fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    runs = main_runs(df)
+    for _, r in runs.iterrows():
+        log = read_log(r["path"])
+        if log.empty:
+            continue
+        c, lab = _colour(r["run"]), f"{r['label']} ({r['trunk']}, b={int(r['batch_size'])})"
+        ax_t.plot(log["tokens"], log["loss"], color=c, alpha=0.2, lw=0.8)
+        ax_t.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), color=c, label=lab)
+        ev = log.dropna(subset=["val_loss"])
+        ax_v.plot(ev["tokens"], ev["val_loss"], "o-", color=c, label=lab, ms=4)
+    if not len(runs):
+        _empty(ax_t, "no main runs present")
+        _empty(ax_v, "no main runs present")
+    unigram = unigram_loss(df)
+    if unigram is not None:
+        for ax in (ax_t, ax_v):
+            ax.axhline(unigram, color="k", ls=":", lw=1, label="context-free (unigram) model")
+    ax_t.set(title="training loss (faint: raw, solid: running mean)", xlabel="tokens", ylabel="loss (nats/token)")
+    ax_v.set(title="validation loss", xlabel="tokens", ylabel="loss (nats/token)")
+    for ax in (ax_t, ax_v):
+        token_axis(ax)
+    handles, labels = ax_v.get_legend_handles_labels()
+    if labels:  # below both panels, where it hides no curve
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * ((len(labels) + 2) // 3), 1, 1))
+    return fig
+
+
+def _bars(df: pd.DataFrame, col: str, title: str, ylabel: str, fmt: str, empty: str, log: bool = False):
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(df) + 2), 4))
+    vals = pd.to_numeric(df[col], errors="coerce") if len(df) else pd.Series(dtype=float)
+    present = df[vals.notna()] if len(df) else df
+    if not len(present):
+        _empty(ax, empty)
+    else:
+        v = vals[vals.notna()]
+        x = np.arange(len(present))
+        bars = ax.bar(x, v, color=[_colour(r) for r in present["run"]])
+        ax.set_xticks(x, _bar_labels(present), fontsize=8)
+        ax.bar_label(bars, labels=[fmt.format(y) for y in v], fontsize=8)
+        if log:
+            ax.set_yscale("log")
+        elif col == "final_val_loss":  # losses differ in the second decimal: do not start the axis at zero
+            lo, hi = float(v.min()), float(v.max())
+            pad = max(0.05, (hi - lo) * 0.5)
+            ax.set_ylim(lo - pad, hi + pad)
+        else:
+            ax.set_ylim(0, float(v.max()) * 1.15)
+    ax.set(title=title, ylabel=ylabel)
+    fig.tight_layout()
+    return fig
+
+
+def plot_val_loss(df: pd.DataFrame):
+    """Final validation loss of each main run."""
+    runs = main_runs(df)
+    tok = ", ".join(f"{t:,}" for t in sorted({int(t) for t in runs["tokens"].dropna()})) if len(runs) else ""
+    return _bars(runs, "final_val_loss", f"final validation loss (tokens: {tok})" if tok else "final validation loss",
+                 "loss (nats/token)", "{:.3f}", "no validation loss yet")
+
+
+def plot_tokens_per_s(df: pd.DataFrame):
+    """Training throughput of each main run: the bar is the run's tokens/s (its median timed step where the log has
+    the steps), the whisker its per-step interquartile range (from log.csv). Runs timed one after another under different load
+    are not comparable beyond what the whiskers allow, so the whiskers are drawn wherever the log has them."""
+    runs = main_runs(df)
+    fig = _bars(runs, "tokens_per_s", "training throughput (bar: median step)", "tokens/s",
+                "{:,.0f}", "no throughput yet")
+    present = runs[pd.to_numeric(runs["tokens_per_s"], errors="coerce").notna()] if len(runs) else runs
+    spreads = [(x, row_spread(r)) for x, (_, r) in enumerate(present.iterrows())]
+    spreads = [(x, q) for x, q in spreads if q is not None]
+    if spreads:
+        ax = fig.axes[0]
+        x, q = zip(*spreads)
+        lo, med, hi = (np.array(v) for v in zip(*q))
+        ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", color="k", ms=3, capsize=4,
+                    label="per step: median and interquartile range")
+        for text in list(ax.texts):   # the bars' value labels, moved above their whiskers so the caps stay readable
+            text.remove()
+        top = dict(zip(x, hi))
+        for xi, value in enumerate(pd.to_numeric(present["tokens_per_s"], errors="coerce")):
+            ax.text(xi, max(value, top.get(xi, value)) * 1.01, f"{value:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, max(ax.get_ylim()[1], float(hi.max()) * 1.15))
+        ax.legend(fontsize=8, loc="upper right")   # the first bars are usually the tallest
+        ax.set_title("training throughput (runs timed one after another: overlapping whiskers are too noisy to "
+                     "tell apart)", fontsize=9)
+    return fig
+
+
+def plot_peak_memory(df: pd.DataFrame, maxbatch: dict | None = None):
+    """Peak memory of a training step of each main run, with the max-batch budget when known."""
+    mb = maxbatch_of(df, maxbatch)
+    fig = _bars(main_runs(df), "peak_memory_mib", "peak memory of one training step", "MiB", "{:,.1f}",
+                "no memory measurement yet")
+    budget = number((mb or {}).get("budget_bytes"))
+    if budget and len(main_runs(df)):
+        ax = fig.axes[0]
+        ax.axhline(budget / MIB, color="k", ls="--", lw=1, label=f"max-batch budget {_mib_short(budget)}")
+        ax.set_ylim(0, max(ax.get_ylim()[1], budget / MIB * 1.1))
+        ax.legend(fontsize=8)
+    return fig
+
+
+def _probe_points(ax, probes: list[dict], colour: Any, name: str) -> None:
+    """Probes as measured: circles fit the budget, crosses do not (a probe that ran out of memory has no peak).
+    A depth search's probes are placed at their layer count (`n_layer`; results written before it had its own
+    key stored the layer count under `batch`)."""
+    def x(p: dict) -> int:
+        return p["n_layer"] if "n_layer" in p else p["batch"]
+
+    probes = sorted(probes or [], key=x)
+    fit = [(x(p), p["peak_bytes"] / MIB) for p in probes if p.get("fits") and p.get("peak_bytes")]
+    miss = [(x(p), p["peak_bytes"] / MIB) for p in probes if not p.get("fits") and p.get("peak_bytes")]
+    if fit:
+        ax.plot(*zip(*fit), "o-", color=colour, label=f"{name}: fits")
+    if miss:
+        ax.plot(*zip(*miss), "x", color=colour, ms=8, label=f"{name}: over budget")
+
+
+def _mib_short(b: float) -> str:
+    v = b / MIB
+    return f"{v:,.0f} MiB" if v >= 100 else f"{v:.1f} MiB"
+
+
+def _budget_line(ax, budget: float | None) -> None:
+    if budget:
+        ax.axhline(budget / MIB, color="k", ls="--", lw=1, label=f"budget {_mib_short(budget)}")
+
+
+def plot_max_batch(maxbatch: dict | None):
+    """The max-batch searches: every probe's measured peak against its batch, and the batches found; when
+    maxbatch.json also holds the depth search ('deep'), its probes against the layer count."""
+    plt = _plt()
+    mb = maxbatch or {}
+    # "deep" is a search over the layer count at the baseline's batch, not over the batch: its own panel
+    searches = {k: v for k, v in mb.items() if isinstance(v, dict) and "batch" in v and k != "deep"}
+    deep = mb.get("deep") if isinstance(mb.get("deep"), dict) else None
+    fig, axes = plt.subplots(1, 3 if deep else 2, figsize=(15 if deep else 11, 4))
+    ax_p, ax_b = axes[0], axes[1]
+    if not searches:
+        _empty(ax_p, "no max-batch search (maxbatch.json)")
+        _empty(ax_b, "no max-batch search (maxbatch.json)")
+    else:
+        colours = {k: _COLOURS[BASE] if k == "residual" else (_COLOURS[REV], _COLOURS[REV_MAX], _SCREEN_COLOUR)[i % 3]
+                   for i, k in enumerate(k for k in searches if k != "residual")} | {"residual": _COLOURS[BASE]}
+        for key, v in searches.items():
+            _probe_points(ax_p, v.get("probes"), colours[key], key)
+        budget = number(mb.get("budget_bytes")) or number(next(iter(searches.values())).get("budget_bytes"))
+        _budget_line(ax_p, budget)
+        ax_p.set(title="max-batch probes (real optimizer steps)", xlabel="batch", ylabel="peak MiB")
+        ax_p.legend(fontsize=8)
+        names = list(searches)
+        vals = [int(searches[k]["batch"]) for k in names]
+        bars = ax_b.bar(names, vals, color=[colours[k] for k in names])
+        base = searches.get("residual", {}).get("batch")
+        ax_b.bar_label(bars, labels=[f"{v}" + (f" ({v / base:.2f}x)" if base and k != "residual" else "")
+                                     for k, v in zip(names, vals)], fontsize=8)
+        ax_b.set_ylim(0, max(vals) * 1.15)
+        ax_b.set(title="largest batch that fits" + (f" {_mib_short(budget)}" if budget else ""), ylabel="batch")
+    if deep:
+        ax_d = axes[2]
+        _probe_points(ax_d, deep.get("probes"), _COLOURS[REV_DEEP], deep.get("trunk", "deep"))
+        _budget_line(ax_d, number(deep.get("budget_bytes")))
+        found = f"{deep.get('n_layer', '?')} layers" + (" (the search's cap)" if deep_capped(deep) else "")
+        ax_d.set(title=f"depth probes at batch {deep.get('batch', '?')}: deepest fitting {found}",
+                 xlabel="layers", ylabel="peak MiB")
+        ax_d.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_reconstruction_error(df: pd.DataFrame):
+    """Relative reconstruction error of every trained reversible trunk (screening runs in grey), log scale."""
+    plt = _plt()
+    rev = df[pd.to_numeric(df["reconstruction_error"], errors="coerce").notna()] if len(df) else df
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(rev) + 2), 4))
+    if not len(rev):
+        _empty(ax, "no reversible runs present")
+    else:
+        err = pd.to_numeric(rev["reconstruction_error"]).clip(lower=1e-18)  # exact (0) still gets a visible bar
+        x = np.arange(len(rev))
+        colours = [_SCREEN_COLOUR if scr else _colour(r) for r, scr in zip(rev["run"], rev["screening"])]
+        bars = ax.bar(x, err, color=colours)
+        ax.set_xticks(x, [f"{lab}\n{t} h={h:g} {s}" for lab, t, h, s in zip(rev["label"], rev["trunk"], rev["h"],
+                                                                            rev["stream"])], fontsize=7, rotation=20)
+        ax.bar_label(bars, labels=["exactly 0" if e == 0 else f"{e:.1e}" for e in rev["reconstruction_error"]],
+                     fontsize=8)
+        ax.axhline(RECON_LIMIT, color="k", ls="--", lw=1, label=f"warning threshold {RECON_LIMIT:g}")
+        ax.set_yscale("log")
+        ax.set_ylim(top=RECON_LIMIT * 30)   # room above the threshold for the labels of the largest errors
+        ax.legend(fontsize=8)
+    ax.set(title="reconstruction error of the trained trunk (relative)", ylabel="|x - inverse(forward(x))| / |x|")
+    fig.tight_layout()
+    return fig
+
+
+def plot_loss_heads(ablation: dict | None):
+    """The loss-head ablation: max batch of each trunk with each loss head, grouped by head, each bar labelled
+    with its batch (and the reversible / residual ratio above the reversible bar)."""
+    plt = _plt()
+    t = loss_head_table(ablation)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    trunks = [c for c in t.columns if c not in ("loss_head", "reversible / residual")]
+    if not trunks:
+        _empty(ax, "no loss-head ablation (loss_heads.json)")
+        return fig
+    x, w = np.arange(len(t)), 0.8 / len(trunks)
+    for i, trunk in enumerate(trunks):
+        colour = _COLOURS[BASE] if trunk == "residual" else _COLOURS[REV_MAX]
+        bars = ax.bar(x + (i - (len(trunks) - 1) / 2) * w, t[trunk], w, color=colour, label=trunk)
+        ratio = t.get("reversible / residual") if trunk != "residual" else None
+        ax.bar_label(bars, labels=[f"{b:.0f}" + (f" ({r:.2f}x)" if ratio is not None else "")
+                                   for b, r in zip(t[trunk], ratio if ratio is not None else t[trunk])], fontsize=8)
+    budget = number((ablation or {}).get("budget_bytes"))
+    ax.set_xticks(x, [f"{h} head" for h in t["loss_head"]])
+    ax.set_ylim(0, float(t[trunks].max().max()) * 1.2)
+    ax.set(ylabel="max batch", title="max batch by loss head" + (f" under {_mib_short(budget)}" if budget else ""))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+LEDGER_PARTS = ("state", "state gradients", "final norm", "loss head", "remainder")
+_LEDGER_COLOURS = dict(zip(LEDGER_PARTS, ("#4c72b0", "#8fb0e0", "#55a868", "#c8a83c", "#b0b0b0")))
+
+
+def _ledger_bars(ax, ledger: pd.DataFrame) -> None:
+    names, left = list(ledger.index), np.zeros(len(ledger))
+    for part in LEDGER_PARTS:
+        if part in ledger:
+            width = pd.to_numeric(ledger[part], errors="coerce").fillna(0.0).clip(lower=0).to_numpy()
+            ax.barh(names, width, left=left, color=_LEDGER_COLOURS[part], label=part)
+            left += width
+    for y, total in enumerate(pd.to_numeric(ledger["measured"])):
+        ax.text(left[y], y, f" {total:.2f} measured", va="center", fontsize=8)
+    ax.set_xlim(0, float(left.max()) * 1.45)
+    ax.invert_yaxis()
+    ax.set_xlabel("MiB per sequence")
+
+
+def plot_ledger(ledger: pd.DataFrame):
+    """`searches.memory_ledgers` as one stacked bar per trunk: the parts the ledger models at the step's peak, then
+    the measured remainder (for a stored trunk, the activations autograd keeps; a negative one, where the model
+    counts more than was measured, draws nothing), the measured total labelled. Right: the trunks that recompute,
+    on their own scale."""
+    plt = _plt()
+    recomputing = ledger[[TRUNKS[t].backward != "stored" for t in ledger["trunk"]]]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.6 * len(ledger)))
+    _ledger_bars(axes[0], ledger)
+    axes[0].set_title("where one more sequence's memory goes")
+    _ledger_bars(axes[1], recomputing)
+    axes[1].set_title("the trunks that recompute, on their own scale")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, ncol=len(labels), loc="lower center", frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))  # room below the axes for the legend: it covers no bar
+    return fig
+
+
+def plots(df: pd.DataFrame, maxbatch: dict | None = None) -> dict[str, Any]:
+    """Every report figure, by file stem (the loss-head ablation's only when it ran)."""
+    mb = maxbatch_of(df, maxbatch)
+    out = {"loss_vs_tokens": plot_loss_vs_tokens(df), "val_loss": plot_val_loss(df),
+           "tokens_per_s": plot_tokens_per_s(df), "peak_memory": plot_peak_memory(df, mb),
+           "max_batch": plot_max_batch(mb), "reconstruction_error": plot_reconstruction_error(df)}
+    if df.attrs.get("loss_heads"):
+        out["loss_heads"] = plot_loss_heads(df.attrs["loss_heads"])
+    return out
+
+
+def save_plots(df: pd.DataFrame, folder: str | Path, maxbatch: dict | None = None, dpi: int = 110) -> list[Path]:
+    """Every report figure as ``folder/<stem>.png`` (the folder is created); returns the files written."""
+    plt = _plt()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, fig in plots(df, maxbatch).items():
+        fig.savefig(folder / f"{stem}.png", dpi=dpi)
+        plt.close(fig)
+        written.append(folder / f"{stem}.png")
+    return written

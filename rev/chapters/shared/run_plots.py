@@ -1,0 +1,49 @@
+"""Notebooks 03-06: the figures of runs -- loss curves side by side, the screening's bars, and peak memory beside
+speed (the live curve while a run trains is `rev.chapters.shared.live_loss`, which training imports without these).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .run_log import read_log
+
+
+def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, levels: dict[str, float] | None = None):
+    """Training loss (a `smooth`-step running mean) and validation loss against tokens, one colour per run;
+    `levels` adds labelled horizontal reference lines (e.g. `loss_levels`)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for (label, run_dir), color in zip(runs.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4):
+        log = read_log(run_dir)
+        ax.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), color=color, lw=1,
+                label=f"{label} (train)")
+        val = log.dropna(subset=["val_loss"])
+        ax.plot(val["tokens"], val["val_loss"], "o--", color=color, ms=4, label=f"{label} (validation)")
+    for (label, y), ls in zip((levels or {}).items(), (":", "-.", "--")):
+        ax.axhline(y, color="k", lw=1, ls=ls, label=f"{label}: {y:.2f}")
+    ax.set(xlabel="tokens", ylabel="loss", title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_memory_speed(summaries: dict[str, dict]):
+    """Peak step memory and tokens/s of runs side by side ({label: summary}); the speed bars are each run's median
+    step with its quartiles as error bars (`rev.chapters.shared.runs.run_speed`), where its log is there."""
+    import matplotlib.pyplot as plt
+
+    from .runs import run_speed
+
+    colors = ["tab:gray", "tab:orange", "tab:blue", "tab:green"][:len(summaries)]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    axes[0].bar(list(summaries), [s["peak_memory_bytes"] / 2**20 for s in summaries.values()], color=colors)
+    axes[0].set(ylabel="peak MiB of a training step")
+    speeds = [run_speed(s) for s in summaries.values()]
+    mid = [sp.value if sp else s["tokens_per_s"] for sp, s in zip(speeds, summaries.values())]
+    err = [[m - sp.lo if sp else 0 for m, sp in zip(mid, speeds)],
+           [sp.hi - m if sp else 0 for m, sp in zip(mid, speeds)]]
+    axes[1].bar(list(summaries), mid, yerr=err, capsize=4, color=colors)
+    axes[1].set(ylabel="tokens / s (median step, quartiles)")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,325 @@
+"""Notebooks 03-06 (screening, runs 1 to 4): training the workbook's runs and looking at them. The screening rule
+lives in `screening`, the max-batch and depth searches in `searches`, the figures in `run_plots` and the computed
+takeaways in `run_takeaways`; each run notebook is narration around a few calls into these.
+
+Layout under `results/<profile>/`:
+  screening/<trunk>_h<h>_<stream>/, screening.json
+  one folder per main run (`rev.engine.profiles.MAIN_RUNS`: run1_baseline ... run4_reversible_deep), maxbatch.json
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...engine.bench import quartiles, round_ratios
+from ...engine.files import read_json
+from ...engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
+from ...engine.train import TrainConfig, train
+from .run_log import read_log, step_speeds
+from .live_loss import LiveLoss
+
+RUN3B, RUNNER_UP = EXTRA_RUNS
+
+
+def profile_dir(results: str | Path, profile: ProfileLike) -> Path:
+    return Path(results) / get_profile(profile).name
+
+
+def train_run(name: str, profile: ProfileLike, results: str | Path = "results", data_dir: str | Path = "data",
+              live: bool = False, progress: bool = True, **overrides) -> dict:
+    """Train the workbook run `name` (or any name, e.g. a screening run) into results/<profile>/<name>.
+
+    Safe to run again (`resume="auto"`): a finished run with the same settings is reused, one interrupted by
+    a disconnect continues from its checkpoint with the very numbers an uninterrupted run would have."""
+    out = profile_dir(results, profile) / name
+    cb = LiveLoss(f"{name} ({overrides.get('trunk', 'residual')})") if live else None
+    overrides.setdefault("resume", "auto")
+    return train(TrainConfig(profile=get_profile(profile), out_dir=out, data_dir=data_dir, callback=cb,
+                             progress=progress, **overrides))
+
+
+def finished_run(profile: ProfileLike, results: str | Path, name: str) -> dict | None:
+    """The summary of run `name` when an earlier notebook finished it, else None (nothing is trained)."""
+    path = profile_dir(results, profile) / name / "summary.json"
+    return read_json(path) if path.is_file() else None
+
+
+def main_run_dirs(results: str | Path, profile: ProfileLike, names: list[str]) -> dict[str, Path]:
+    """{legend label: folder} of main runs (`MAIN_RUNS`, `EXTRA_RUNS`), ready for `plot_runs`."""
+    return {(MAIN_RUNS | EXTRA_RUNS)[n].label: profile_dir(results, profile) / n for n in names}
+
+
+def load_or_train_baseline(profile: ProfileLike, results: str | Path = "results", data_dir: str | Path = "data",
+                           seed: int = 0) -> dict:
+    """Run 1's summary: notebook 04's run reused, or trained (or finished) now when it is missing or was
+    interrupted (a notebook opened on its own)."""
+    return train_run("run1_baseline", profile, results, data_dir, trunk="residual", seed=seed)
+
+
+# --- looking at runs -----------------------------------------------------------------------------------
+
+SUMMARY_COLUMNS = ["run", "trunk", "h", "stream", "n_layer", "batch_size", "tokens", "final_train_loss",
+                   "final_val_loss", "tokens_per_s", "peak_memory_bytes", "reconstruction_error", "wall_s"]
+
+
+def summary_table(summaries: list[dict]):
+    """The key columns of run summaries, peak memory in MiB, and beside each run's tokens/s (all its timed tokens
+    over all their seconds) the median and quartiles of its steps' (`run_speed`): a timing with its spread."""
+    import pandas as pd
+
+    df = pd.DataFrame([{k: s.get(k) for k in SUMMARY_COLUMNS} for s in summaries]).set_index("run")
+    df["peak_MiB"] = df.pop("peak_memory_bytes") / 2**20
+    speeds = [run_speed(s) for s in summaries]
+    df = df.rename(columns={"tokens_per_s": "tokens_per_s (overall)"})
+    df.insert(df.columns.get_loc("tokens_per_s (overall)") + 1, "tokens/s per step: median (quartiles)",
+              [f"{sp.value:,.0f} ({sp.lo:,.0f}-{sp.hi:,.0f})" if sp else "no log" for sp in speeds])
+    return df
+
+
+def with_step_speeds(table, results_dir: str | Path):
+    """`table` (one row per run, a `run` column naming its folder under `results_dir`) with the median and
+    quartiles of each run's steps' tokens/s beside its overall figure: a timing shown with its spread."""
+    speeds = [run_speed({"config": {"out_dir": str(Path(results_dir) / name)}}) for name in table["run"]]
+    at = table.columns.get_loc("tokens_per_s") + 1 if "tokens_per_s" in table else len(table.columns)
+    out = table.copy()
+    out.insert(at, "tokens/s per step: median (quartiles)",
+               [f"{sp.value:,.0f} ({sp.lo:,.0f}-{sp.hi:,.0f})" if sp else "no log" for sp in speeds])
+    return out
+
+
+# --- timings with their spread ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Spread:
+    """A timing (or a ratio of timings) with its spread: `value` the median, `lo`/`hi` the quartiles over `n`
+    steps or rounds (`kind` says which); for a ratio of two separate runs, the range their quartiles allow."""
+    value: float
+    lo: float
+    hi: float
+    n: int
+    kind: str
+
+    def covers(self, x: float) -> bool:
+        return self.lo <= x <= self.hi
+
+    def text(self, fmt: str = "{:.2f}", unit: str = "") -> str:
+        f = lambda v: fmt.format(v) + unit  # noqa: E731
+        return f"{f(self.value)} ({self.kind} {f(self.lo)}-{f(self.hi)})"
+
+
+def run_dir_of(summary: dict) -> Path | None:
+    """The folder a run's summary came from (its config's out_dir), when it is still there."""
+    out = (summary.get("config") or {}).get("out_dir")
+    return Path(out) if out and Path(out).is_dir() else None
+
+
+def run_speed(summary: dict) -> Spread | None:
+    """Tokens/s of a run's timed steps as logged (warm-up steps left out, as `train` does): median and quartiles
+    over its steps. None when the run's log is not there."""
+    run_dir = run_dir_of(summary)
+    timed = step_speeds(run_dir).tolist() if run_dir else []
+    if not timed:
+        return None
+    lo, hi = quartiles(timed)
+    return Spread(statistics.median(timed), lo, hi, len(timed), "quartiles over its steps")
+
+
+def speed_ratio_between(a: dict, b: dict) -> Spread | None:
+    """Run `a`'s tokens/s over run `b`'s: the ratio of their medians, and the range the two runs' step quartiles
+    allow (a's lower over b's upper, a's upper over b's lower). The two runs' steps were not interleaved, so
+    this spread says nothing about load that changed between the runs."""
+    sa, sb = run_speed(a), run_speed(b)
+    if sa is None or sb is None:
+        return None
+    return Spread(sa.value / sb.value, sa.lo / sb.hi, sa.hi / sb.lo, min(sa.n, sb.n), "range from step quartiles")
+
+
+def bench_ratio(bench: dict, trunk: str) -> Spread | None:
+    """`trunk`'s speed over residual's in a `bench_trunks` result, round by round (both steps of a round ran
+    under the same load): the median of the rounds' ratios and their quartiles."""
+    rows = bench.get("runs", [])
+    run = next((r for r in rows if r["trunk"] == trunk), None)
+    base = next((r for r in rows if r["trunk"] == "residual" and run and r["head"] == run["head"]), None)
+    if run is None or base is None or not run.get("step_times"):
+        return None
+    return round_ratio(run["step_times"], base["step_times"])
+
+
+def round_ratio(times: list[float], other_times: list[float], kind: str = "IQR over interleaved rounds") -> Spread:
+    """One trunk's speed over another's from their interleaved step seconds: the median of the rounds' ratios and
+    their quartiles."""
+    ratios = round_ratios(times, other_times)
+    lo, hi = quartiles(ratios)
+    return Spread(statistics.median(ratios), lo, hi, len(ratios), kind)
+
+
+# --- loss spikes ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Spike:
+    """A jump of a run's training loss above its recent level: where it peaked, how high, the learning rate and
+    gradient norm there, and when the loss came back (None: not before the run ended)."""
+    step: int
+    tokens: int
+    loss: float
+    level: float
+    lr: float
+    peak_lr: float
+    grad_norm_ratio: float
+    recovered_after: int | None
+
+
+SPIKE_WINDOW, SPIKE_K, SPIKE_RISE = 20, 6.0, 0.1   # steps of recent past, robust deviations, nats
+SPIKE_SMOOTH = 10   # steps in the running mean `plot_runs` draws: the curve a reader sees a spike in
+
+
+def _step_outliers(loss, window: int, k: float, min_rise: float) -> dict[int, float]:
+    """{step: level} for steps whose loss exceeds the median of the `window` before by `k` robust deviations."""
+    import numpy as np
+
+    out = {}
+    for i in range(window, len(loss)):
+        past = loss[i - window:i]
+        level = float(np.median(past))
+        noise = 1.4826 * float(np.median(np.abs(past - level)))
+        if loss[i] - level > max(k * noise, min_rise):
+            out[i] = level
+    return out
+
+
+def _curve_rises(loss, window: int, k: float, min_rise: float, smooth: int) -> tuple[dict[int, float], object, float]:
+    """{step: level} where the `smooth`-step running mean rose above its lowest value of the `window` steps before
+    by `k` of its own noise (the per-step noise, from the steps' differences, over sqrt(smooth)); also the
+    running mean and the threshold."""
+    import numpy as np
+    import pandas as pd
+
+    sm = pd.Series(loss).rolling(smooth, min_periods=smooth).mean().to_numpy()
+    d = np.diff(loss)
+    sigma = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2) if len(d) else 0.0
+    thr = max(k * sigma / math.sqrt(smooth), min_rise)
+    out = {}
+    for i in range(window + smooth, len(loss)):
+        level = float(np.nanmin(sm[i - window:i]))
+        if sm[i] - level > thr:
+            out[i] = level
+    return out, sm, thr
+
+
+def loss_spikes(run_dir: str | Path, window: int = SPIKE_WINDOW, k: float = SPIKE_K,
+                min_rise: float = SPIKE_RISE, smooth: int = SPIKE_SMOOTH) -> list[Spike]:
+    """Spikes in a run's logged training loss, of two kinds: one step far above the steps before it (its loss over
+    the median of the `window` steps before by `k` robust standard deviations, 1.4826 x their median absolute
+    deviation), and the plotted curve (the `smooth`-step running mean) rising above its lowest point of the
+    `window` steps before by `k` of its own noise; both by at least `min_rise` nats. Flagged steps closer than
+    `window` merge into one spike, reported at its highest loss, with the level before it began. A falling loss
+    never trips either: the recent past lies above the present."""
+    log = read_log(run_dir).dropna(subset=["loss"]).reset_index(drop=True)
+    loss = log["loss"].to_numpy(float)
+    rises, sm, thr = _curve_rises(loss, window, k, min_rise, smooth)
+    flagged = sorted((_step_outliers(loss, window, k, min_rise) | rises).items())
+    groups: list[list[tuple[int, float]]] = []
+    for i, level in flagged:
+        if groups and i - groups[-1][-1][0] < window:
+            groups[-1].append((i, level))
+        else:
+            groups.append([(i, level)])
+    norm = float(log["grad_norm"].median())
+    spikes = []
+    for g in groups:
+        i = max((j for j, _ in g), key=lambda j: loss[j])
+        level = g[0][1]   # the level before the spike began
+        # back: the plotted curve within half the threshold of that level again (a raw step is too noisy to say)
+        back = next((j for j in range(g[-1][0] + 1, len(loss)) if sm[j] - level <= thr / 2), None)
+        spikes.append(Spike(step=int(log["step"][i]), tokens=int(log["tokens"][i]), loss=float(loss[i]),
+                            level=level, lr=float(log["lr"][i]), peak_lr=float(log["lr"].max()),
+                            grad_norm_ratio=float(log["grad_norm"][i]) / norm if norm else math.nan,
+                            recovered_after=None if back is None else back - i))
+    return spikes
+
+
+def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a time", n_tokens: int = 80,
+           seed: int = 0) -> str:
+    """Text the run's trained model writes after `prompt` (top-k sampling, seeded)."""
+    import torch
+
+    from ...engine.corpus import profile_folder
+    from ...engine.data import load
+    from ...engine.train import load_model
+
+    model = load_model(run_dir).eval()
+    data = load(profile_folder(get_profile(model_profile(run_dir)), data_dir), model.cfg.vocab_size, verify=False)
+    idx = torch.tensor([data.encode(prompt)], dtype=torch.long)
+    out = model.generate(idx, n_tokens, temperature=0.8, top_k=50, generator=torch.Generator().manual_seed(seed))
+    return data.decode(out[0].tolist())
+
+
+def lr_table(summaries: dict[str, dict], profile: ProfileLike):
+    """Each run's batch against the profile's, the learning-rate rule it trained with (`lr_scaling`) and the
+    rate that gave, beside the rate each rule (`rev.engine.train.LR_SCALINGS`) would have given it."""
+    import pandas as pd
+
+    from ...engine.train import LR_SCALINGS, scaled_lr
+
+    prof = get_profile(profile)
+    return pd.DataFrame({name: {"batch": s["batch_size"], "batch / profile's": s["batch_size"] / prof.batch_size,
+                                "rule": s.get("lr_scaling"), "lr": s["lr"],
+                                **{f"lr if {rule}": scaled_lr(prof.lr, s["batch_size"], prof.batch_size, rule)
+                                   for rule in LR_SCALINGS}}
+                         for name, s in summaries.items()}).T
+
+
+def model_profile(run_dir: str | Path) -> str:
+    return read_json(Path(run_dir) / "config.json")["profile"]["name"]
+
+
+def loss_levels(summary: dict) -> dict[str, float]:
+    """Reference losses for a run's curve: a uniform guess over the vocabulary (ln V, where an untrained model
+    starts) and the context-free (unigram) model (where learning token counts alone gets)."""
+    return {"uniform guess (ln V)": math.log(summary["model_config"]["vocab_size"]),
+            "context-free (unigram)": summary["unigram_val_loss"]}
+
+
+def curve_landmarks(run_dir: str | Path, summary: dict, smooth: int = 10) -> dict:
+    """Where a run's loss curve started and ended against `loss_levels`, and the tokens it took for the
+    (`smooth`-step mean) training loss to first go below the context-free line (None: it never did)."""
+    log = read_log(run_dir)
+    levels = loss_levels(summary)
+    below = log.loc[log["loss"].rolling(smooth, min_periods=1).mean() < levels["context-free (unigram)"], "tokens"]
+    return {"first training loss": float(log["loss"].iloc[0]), **levels,
+            "final validation loss": summary["final_val_loss"],
+            "tokens to the context-free line": int(below.iloc[0]) if len(below) else None}
+
+
+# --- the training step, shown where it is introduced (notebooks 04 and 05) ---------------------------------------
+
+def listing(obj) -> str:
+    """`obj`'s source as a Markdown code block, for a notebook to show the code it is about to run."""
+    import inspect
+
+    return f"```python\n{inspect.getsource(obj).rstrip()}\n```"
+
+
+def one_step(cfg, prof: ProfileLike, data_dir: str | Path = "data", seed: int = 0) -> dict:
+    """One `train_step` by hand on a fresh model `cfg` (seeded, so two trunks start from the same weights) and the
+    profile's first training batch, at the profile's peak learning rate: the loss before and after the update on
+    that batch and the gradient norm before clipping."""
+    import torch
+
+    from ...core.model import GPT
+    from ...engine.optim import adamw
+    from ...engine.step import train_step
+    from ...engine.train import ensure_data
+
+    prof = get_profile(prof)
+    data = ensure_data(prof, Path(data_dir), progress=False)
+    x, y = data.get_batch("train", prof.batch_size, cfg.seq_len, torch.Generator().manual_seed(seed))
+    torch.manual_seed(seed)
+    model = GPT(cfg)
+    opt = adamw(model, prof.lr, prof.weight_decay)
+    loss, norm = train_step(model, opt, x, y, clip=prof.grad_clip)
+    with torch.no_grad():
+        after = model(x, y)
+    return {"trunk": cfg.trunk, "loss before": float(loss), "loss after": float(after), "gradient norm": float(norm)}

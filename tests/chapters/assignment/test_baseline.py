@@ -1,0 +1,85 @@
+"""Notebook 04's words follow its run (rev.chapters.assignment.baseline): exercise 04.2's verdict respects the spread of the
+timings, and the takeaways and readings say the opposite when a run's log or summary does."""
+from __future__ import annotations
+
+import statistics
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from rev.chapters.assignment import baseline  # noqa: E402
+from rev.chapters.assignment.exercises import check_compare_speeds  # noqa: E402
+
+
+def _run(tmp_path, speeds: list[float], final_val: float = 5.0, unigram: float = 5.2) -> dict:
+    """A run summary whose folder holds a log.csv with these per-step tokens/s."""
+    rows = ["step,tokens,loss,lr,grad_norm,tokens_per_s,val_loss"]
+    rows += [f"{i},{64 * (i + 1)},{6 - i / 100},0.001,1.0,{s},{final_val if i == len(speeds) - 1 else ''}"
+             for i, s in enumerate(speeds)]
+    (tmp_path / "log.csv").write_text("\n".join(rows) + "\n")
+    return {"config": {"out_dir": str(tmp_path)}, "final_val_loss": final_val, "unigram_val_loss": unigram,
+            "tokens": 64 * len(speeds), "steps": len(speeds), "batch_size": 1, "model_config": {"seq_len": 64,
+            "vocab_size": 512}, "peak_memory_bytes": 2 ** 20, "tokens_per_s": statistics.mean(speeds)}
+
+
+def test_compare_speeds_and_its_check():
+    assert baseline.compare_speeds([10, 11, 12, 13], [1, 2, 3, 4]) == baseline.FASTER
+    assert baseline.compare_speeds([1, 2, 3, 4], [10, 11, 12, 13]) == baseline.SLOWER
+    assert baseline.compare_speeds([1, 5, 9, 13], [2, 6, 10, 14]) == baseline.TOO_NOISY
+    assert "agrees" in check_compare_speeds(baseline.compare_speeds)
+
+    def by_median(a, b):
+        return "faster" if statistics.median(a) > statistics.median(b) else "slower"
+
+    def by_mean(a, b):
+        qa, qb = statistics.mean(a), statistics.mean(b)
+        return "faster" if qa > 1.2 * qb else "slower" if qb > 1.2 * qa else "too noisy to tell"
+
+    with pytest.raises(AssertionError, match="compare quartiles, not medians"):
+        check_compare_speeds(by_median)
+    with pytest.raises(AssertionError, match="one outlier"):
+        check_compare_speeds(by_mean)
+    with pytest.raises(AssertionError, match="return one of"):
+        check_compare_speeds(lambda a, b: "same")
+
+
+def test_takeaways_say_noise_or_drift_as_the_log_does(tmp_path):
+    steady = [1000, 1010, 990, 1005, 995, 1002, 998, 1001, 999, 1003, 997, 1000] * 2
+    noisy = [500, 1500, 900, 1100, 700, 1300, 800, 1200, 1000, 600, 1400, 1000] * 2
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    run = _run(tmp_path / "a", noisy)
+    text = baseline.baseline_takeaways(run, baseline.speed_halves(run))
+    assert "too noisy to tell on this machine which half was faster" in text and "is noise, not the trunk" in text
+    assert "quartiles" in text and "tokens/s" in text
+    drifting = _run(tmp_path / "b", steady[:12] + [s / 2 for s in steady[12:]])
+    text = baseline.baseline_takeaways(drifting, baseline.speed_halves(drifting))
+    assert "the second half was slower" in text and "speed drifted within one run" in text
+    # the loss line follows the summary: above the context-free line, it says so
+    worse = _run(tmp_path / "c", steady, final_val=5.4, unigram=5.2)
+    text = baseline.baseline_takeaways(worse, baseline.speed_halves(worse))
+    assert "0.200 nats above the context-free line" in text and "uses context" not in text
+    assert "uses context" in baseline.baseline_takeaways(run)
+
+
+def test_halves_leave_out_the_warm_up_steps(tmp_path):
+    speeds = [10.0, 20.0] + [1000.0] * 38  # the first two steps, slow, are the warm-up `train` does not count
+    run = _run(tmp_path, speeds)
+    assert baseline.timed_steps(run) == [1000.0] * 38
+    first, second = baseline.speed_halves(run)
+    assert len(first) == len(second) == 19
+    fig = baseline.plot_step_speeds(run)
+    assert fig is not None and len(fig.axes) == 1
+    matplotlib.pyplot.close(fig)
+
+
+def test_curve_reading_follows_the_landmarks():
+    marks = {"first training loss": 6.25, "uniform guess (ln V)": 6.238, "context-free (unigram)": 5.19,
+             "final validation loss": 5.11, "tokens to the context-free line": 27648}
+    text = baseline.curve_reading(marks, tokens=40960)
+    assert "close to ln V" in text and "after 27,648 tokens (68% of the run)" in text and "uses context" in text
+    stalled = dict(marks, **{"first training loss": 7.5, "final validation loss": 5.3,
+                             "tokens to the context-free line": None})
+    text = baseline.curve_reading(stalled, tokens=40960)
+    assert "far from ln V" in text and "never went below" in text and "not learnt more than token counts" in text

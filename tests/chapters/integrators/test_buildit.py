@@ -1,0 +1,131 @@
+"""The build-it chapter (rev.chapters.integrators.buildit, notebook 01b): the reference memory-free Function against its stored
+twin, the fixed stream's exact inverse, memory flat against linear, and the notebook's own solution cell."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import nbformat
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+from rev.chapters.integrators import buildit  # noqa: E402
+from rev.chapters.integrators.exercises import check_function  # noqa: E402
+
+NOTEBOOK = Path(__file__).resolve().parents[3] / "notebooks" / "01b_build_the_backward.ipynb"
+
+
+@pytest.fixture(scope="module")
+def trunk() -> tuple[torch.nn.ModuleList, torch.Tensor]:
+    return buildit.make_blocks(6, dim=8, hidden=16, gain=1.5, seed=3), buildit.make_input(7, 8, seed=3)
+
+
+def test_reference_function_matches_stored_twin_in_float64(trunk):
+    blocks, x = trunk
+    errors = buildit.gradient_errors(buildit.function_trunk(buildit.ReversibleEulerFunction), blocks, x, 0.5)
+    worst = buildit.summarise_errors(errors)
+    assert worst["input grad"] <= buildit.GRAD_RTOL, worst
+    assert worst["param grads"] <= buildit.GRAD_RTOL, worst
+    assert len(errors) == 2 + sum(1 for _ in blocks.parameters())  # output, input and every parameter compared
+
+
+def test_core_function_matches_stored_twin_for_reveuler_and_leapfrog(trunk):
+    from rev.core.integrators import Leapfrog
+
+    blocks, x = trunk
+    assert (buildit.gradient_errors(buildit.core_trunk, blocks, x, 0.5).rel_error <= buildit.GRAD_RTOL).all()
+    leap = Leapfrog()
+    errors = buildit.gradient_errors(lambda b, s, h: buildit.core_trunk(b, s, h, leap), blocks, x, 0.5,
+                                     reference=lambda b, s, h: buildit.stored_trunk(b, s, h, leap))
+    assert (errors.rel_error <= buildit.GRAD_RTOL).all()
+
+
+def test_fixed_stream_inverts_bit_for_bit_and_fp32_does_not():
+    assert buildit.check_fixed_inverse(depth=32)
+    drift = buildit.drift_study([1, 16, 32], batch=16).set_index(["stream", "depth"]).error
+    assert (drift["fixed"] == 0.0).all()
+    assert (drift["fp32"] > drift["fp64"]).all() and (drift["fp64"] > 0).all()
+    assert drift["fp32", 32] > drift["fp32", 1]  # fp32 drifts with depth
+
+
+def test_memory_is_flat_for_the_function_and_linear_for_the_stored_twin():
+    df = buildit.memory_study([2, 8], batch=64, dim=16, hidden=64).set_index(["trunk", "depth"])
+    free, twin = df.loc["memory-free Function"], df.loc["stored twin"]
+    assert free.saved_bytes[8] == free.saved_bytes[2] == 2 * 64 * 16 * 4  # the final y and z only
+    assert twin.saved_bytes[8] >= 3.5 * twin.saved_bytes[2]
+    assert free.activation_bytes[8] <= 1.05 * free.activation_bytes[2], free
+    assert twin.activation_bytes[8] >= 2 * twin.activation_bytes[2], twin
+
+
+@pytest.mark.parametrize("name", ["swap the inverse updates", "keep every state"])
+def test_check_catches_each_break(name):
+    with pytest.raises(AssertionError):
+        check_function(buildit.BREAKS[name])
+
+
+def _solution_namespace() -> dict:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "notebook 01b has exactly one solution cell (exercise 01b.1)"
+    ns: dict = {}
+    exec(compile(cells[0].source, f"{NOTEBOOK.name}:solution", "exec"), ns)
+    return ns
+
+
+def test_notebook_solution_matches_rev_gradients_in_float64(trunk):
+    blocks, x = trunk
+    mine = buildit.function_trunk(_solution_namespace()["MyReversibleEuler"])
+    errors = buildit.gradient_errors(mine, blocks, x, 0.5,
+                                     reference=buildit.function_trunk(buildit.ReversibleEulerFunction))
+    assert (errors.rel_error <= buildit.GRAD_RTOL).all(), errors
+    assert check_function(_solution_namespace()["MyReversibleEuler"])  # the check cell's test passes
+
+
+# --- the notebook's sentences are computed: contradicting tables make them say otherwise --------------------
+
+def _drift(fp32: list[float], fp64: list[float], fixed: list[float], depths=(1, 2, 4, 8)):
+    import pandas as pd
+
+    return pd.DataFrame([{"depth": d, "stream": s, "error": e} for s, errs in
+                         (("fp32", fp32), ("fp64", fp64), ("fixed", fixed)) for d, e in zip(depths, errs)])
+
+
+def _memory(free: list[int], twin: list[int], depths=(2, 8, 32)):
+    import pandas as pd
+
+    return pd.DataFrame([{"depth": d, "trunk": t, "saved_bytes": b, "activation_bytes": b}
+                         for t, col in (("memory-free Function", free), ("stored twin", twin))
+                         for d, b in zip(depths, col)])
+
+
+def test_drift_lesson_reads_the_table():
+    fast = buildit.drift_lesson(_drift([1e-7, 4e-7, 2e-6, 1e-5], [2e-16, 8e-16, 4e-15, 2e-14], [0, 0, 0, 0]))
+    assert "faster than linearly" in fast and "the same curve, shifted down" in fast
+    assert "exact at every depth" in fast
+    slow = buildit.drift_lesson(_drift([1e-7, 1.2e-7, 1.4e-7, 1.6e-7], [1e-16, 1e-13, 1e-16, 1e-16], [0, 0, 1e-9, 0]))
+    assert "slower than linearly" in slow and "not the same curve" in slow and "NOT exact" in slow
+
+
+def test_takeaways_say_when_the_fixed_stream_missed():
+    import pandas as pd
+
+    errors = pd.DataFrame({"tensor": ["output", "input x", "block 0: F.0.weight"], "rel_error": [0.0, 1e-16, 2e-16]})
+    evaluations = {"memory-free Function": 4.0, "stored twin": 2.0}
+    flat = _memory([100, 100, 100], [200, 800, 3200])
+    exact = buildit.takeaways(errors, _drift([1e-7, 1e-6, 1e-5, 1e-4], [1e-16] * 4, [0] * 4), flat, evaluations, errors)
+    assert "the fixed stream is exact at every depth." in exact and "True" not in exact
+    missed = buildit.takeaways(errors, _drift([1e-7, 1e-6, 1e-5, 1e-4], [1e-16] * 4, [0, 0, 1e-9, 0]), flat,
+                               evaluations, errors)
+    assert "the fixed stream missed at some depth" in missed and "exact at every depth" not in missed
+
+
+def test_exercise_3_measured_and_takeaway_follow_the_numbers():
+    drift = _drift([1e-7, 1e-5, 1e-3, 5e-2], [1e-16, 1e-14, 1e-12, 1e-10], [0, 0, 0, 0], depths=(1, 16, 32, 64))
+    flat = _memory([100, 100, 100], [200, 800, 3200])
+    text = buildit.exercise_3_measured(drift, flat, limit=1e-2)
+    assert "fp32 5.0e-02 (ABOVE `RECON_LIMIT`" in text and "fixed exactly 0, bit for bit" in text
+    assert "32.0x the Function's: roughly 32" in text
+    assert "in between 1 and 32" in buildit.exercise_3_measured(drift, _memory([100, 100, 100], [120, 300, 900]), 1e-2)
+    assert buildit.memory_is_flat(flat) and not buildit.memory_is_flat(_memory([100, 400, 1600], [200, 800, 3200]))

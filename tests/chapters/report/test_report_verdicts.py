@@ -1,0 +1,243 @@
+"""The report's headline, findings and exercise 07.1's answer on *contradicting* results: every sentence that states
+a measured outcome must turn with the numbers (a slower or faster reversible run, a deep run that loses or wins, a
+throughput gap inside its spread), and REPORT.md must say no paragraph twice."""
+import csv
+import json
+from pathlib import Path
+
+from rev.chapters.report import writer as report
+from rev.chapters.report.companions import companion_findings
+from rev.chapters.report.exercises import race_answer
+from rev.chapters.report.headline import NOISY, headline_lines, limits, throughput_caveat
+from rev.chapters.shared.results import distinct_runner_up, load_runs
+from rev.chapters.shared.run_log import speed_spread
+
+PROFILE = "smoke"
+SEQ = 64
+
+
+def _run(folder: Path, trunk: str, batch: int, speeds: list[float], val_end: float, peak_mib: float,
+         n_layer: int = 2, recon: float | None = None, device: str = "CPU (cpu), fp32 compute") -> None:
+    """A finished run folder as `train` leaves it, without training: one log row per entry of `speeds` (that
+    step's tokens/s), validation loss falling linearly from 6.0 to `val_end`; the summary's tokens/s is the
+    harmonic mean over the timed steps (what `train` reports), the first two steps being warm-up."""
+    folder.mkdir(parents=True)
+    per, steps = batch * SEQ, len(speeds)
+    with open(folder / "log.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss"])
+        for s, v in enumerate(speeds):
+            w.writerow([s, (s + 1) * per, 6.0, 1e-3, 1.0, v, 6.0 + (val_end - 6.0) * (s + 1) / steps])
+    timed = speeds[2:]
+    (folder / "summary.json").write_text(json.dumps({
+        "trunk": trunk, "h": 1.0, "stream": "fp32", "n_layer": n_layer, "batch_size": batch, "steps": steps,
+        "tokens": steps * per, "final_val_loss": val_end, "final_train_loss": val_end,
+        "tokens_per_s": len(timed) / sum(1 / v for v in timed), "reconstruction_error": recon,
+        "unigram_val_loss": 6.5, "peak_memory_bytes": int(peak_mib * 2**20), "device": device,
+        "config": {"seed": 0}}))
+
+
+def _steady(v: float, n: int = 40) -> list[float]:
+    """Per-step speeds within 1% of `v`: a quiet machine."""
+    return [v * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)]
+
+
+def _busy(v: float, n: int = 40) -> list[float]:
+    """Per-step speeds swinging between half and 1.5x `v`: a machine under changing load."""
+    return [v * (0.5 if i % 2 else 1.5) for i in range(n)]
+
+
+def _results(tmp_path: Path, base_speeds, rev_speeds, rev_val: float = 4.51, rev_peak: float = 4.0,
+             deep_val: float = 4.4, rev_batch_max: int = 40, device: str = "CPU (cpu), fp32 compute") -> Path:
+    """A profile folder with all five main runs and maxbatch.json; the numbers that matter are the arguments."""
+    prof = tmp_path / PROFILE
+    _run(prof / "run1_baseline", "residual", 8, base_speeds, 4.5, 8.0, device=device)
+    _run(prof / "run2_reversible_same_batch", "reveuler_rev", 8, rev_speeds, rev_val, rev_peak, recon=1e-6,
+         device=device)
+    _run(prof / "run1b_baseline_maxbatch", "residual", 20, _steady(3000, 16), 4.6, 15.0, device=device)
+    _run(prof / "run3_reversible_max_batch", "reveuler_rev", rev_batch_max, _steady(2000, 8), 4.7, 15.0,
+         recon=1e-6, device=device)
+    _run(prof / "run4_reversible_deep", "reveuler_rev", 8, _steady(600), deep_val, 7.5, n_layer=5, recon=1e-6,
+         device=device)
+    (prof / "maxbatch.json").write_text(json.dumps({
+        "budget_bytes": 16 * 2**20, "residual": {"trunk": "residual", "batch": 20},
+        "reveuler_rev": {"trunk": "reveuler_rev", "batch": rev_batch_max}}))
+    (prof / "screening.json").write_text(json.dumps({
+        "runs": [], "chosen": {"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"}, "reason": "test"}))
+    return tmp_path
+
+
+def _headline(root: Path) -> dict[str, str]:
+    lines = headline_lines(load_runs(root, PROFILE))
+    assert len(lines) == 4
+    return {line.split("**")[1]: line for line in lines}
+
+
+def test_a_slower_reversible_run_reads_slower_and_names_the_price(tmp_path):
+    root = _results(tmp_path, _steady(1000), _steady(700))
+    h = _headline(root)
+    assert "slower by 30%" in h["Throughput"] and NOISY not in h["Throughput"]
+    text = "\n".join(report.findings(load_runs(root, PROFILE)))
+    assert "): slower. That is the expected price of recomputing" in text
+    assert "slower" in race_answer(load_runs(root, PROFILE)).split("same batch the reversible run")[1]
+
+
+def test_a_faster_reversible_run_reads_faster_and_is_not_called_a_price(tmp_path):
+    root = _results(tmp_path, _steady(700), _steady(1000))
+    h = _headline(root)
+    assert "faster, so no price measured" in h["Throughput"] and "slower" not in h["Throughput"]
+    text = "\n".join(report.findings(load_runs(root, PROFILE)))
+    assert "): faster. Recomputing cannot make a step faster" in text
+    assert "the price of recomputing each block in backward" not in text
+    assert "**did not hold**: it ran faster" in race_answer(load_runs(root, PROFILE))
+
+
+def test_a_gap_inside_the_spread_is_too_noisy_to_tell(tmp_path):
+    root = _results(tmp_path, _busy(1000), _busy(900))
+    df = load_runs(root, PROFILE)
+    lo, _, hi = speed_spread(df.set_index("run").loc["run1_baseline", "path"])
+    assert lo < 900 < hi                                     # the 10% gap lies inside the baseline's own spread
+    h = _headline(root)
+    assert NOISY in h["Throughput"] and "slower by" not in h["Throughput"]
+    assert f"): {NOISY}." in "\n".join(report.findings(df))
+    assert f"at the same batch -10.0%, {NOISY}" in throughput_caveat(df)
+    assert NOISY in race_answer(df).split("same batch the reversible run")[1]
+
+
+def test_memory_loss_and_batch_lines_turn_with_the_numbers(tmp_path):
+    good = _headline(_results(tmp_path / "good", _steady(1000), _steady(700)))
+    assert "a cut of 50%" in good["Memory"] and "kept, within the 0.02 nats" in good["Loss"]
+    assert "2.00x the batch" in good["Batch"]
+    bad = _headline(_results(tmp_path / "bad", _steady(1000), _steady(700), rev_val=4.7, rev_peak=9.0,
+                             rev_batch_max=16))
+    assert "no cut" in bad["Memory"] and "a cut" not in bad["Memory"]
+    assert "not kept, higher by more than the 0.02-nat tie margin" in bad["Loss"]
+    assert "no larger batch" in bad["Batch"]
+
+
+def test_a_deep_run_that_loses_refutes_the_prediction_and_one_that_wins_confirms_it(tmp_path):
+    loses = load_runs(_results(tmp_path / "loses", _steady(1000), _steady(700), deep_val=4.9), PROFILE)
+    answer = race_answer(loses)
+    assert "The deep run ends lowest per token: **did not hold**" in answer
+    assert "more layers did not pay" in answer
+    assert "higher: depth did not pay on this budget" in "\n".join(report.takeaways(loses))
+    wins = load_runs(_results(tmp_path / "wins", _steady(1000), _steady(700), deep_val=4.3), PROFILE)
+    assert "The deep run ends lowest per token: **held**" in race_answer(wins)
+    assert "the lowest of them" in "\n".join(report.takeaways(wins))
+
+
+def test_the_fastest_run_is_named_from_the_table(tmp_path):
+    # max-batch runs at 3000 and 2000 tokens/s against same-batch runs at 1000 and below: a max-batch run wins
+    fast = load_runs(_results(tmp_path / "fast", _steady(1000), _steady(700)), PROFILE)
+    assert "A max-batch run takes the fewest seconds for 20,480 tokens: **held**" in race_answer(fast)
+    # a baseline at 10,000 tokens/s beats them: the prediction fails
+    slow = load_runs(_results(tmp_path / "slow", _steady(10_000), _steady(700)), PROFILE)
+    assert "A max-batch run takes the fewest seconds for 20,480 tokens: **did not hold**. Fewest: baseline" in race_answer(slow)
+
+
+def test_max_batch_speed_never_contradicts_the_same_batch_price(tmp_path):
+    df = load_runs(_results(tmp_path, _steady(1000), _steady(700)), PROFILE)
+    text = "\n".join(report.findings(df))
+    assert "did not show" not in text
+    sentence = next(s for s in report.findings(df) if s.startswith("Each at its own max batch (20 vs 40), the "))
+    assert "slower" in sentence and "compares batch sizes as much as trunks" in sentence
+
+
+def test_report_opens_with_the_headline_and_says_no_paragraph_twice(tmp_path):
+    root = _results(tmp_path, _steady(1000), _steady(700))
+    text = report.report_markdown(load_runs(root, PROFILE))
+    order = [text.index(s) for s in ("## Headline", "## The evidence", "## What the companion chapters found",
+                                     "## What this machine could not measure")]
+    assert order == sorted(order)
+    head = text.split("## Headline")[1].split("##")[0]
+    assert [line.split("**")[1] for line in head.splitlines() if line.startswith("- ")] == \
+        ["Memory", "Loss", "Batch", "Throughput"]
+    paragraphs = [p.strip() for p in text.split("\n") if p.strip() and not p.startswith(("|", "#", "!["))]
+    repeated = {p for p in paragraphs if paragraphs.count(p) > 1}
+    assert not repeated, f"said twice: {repeated}"
+
+
+def test_limits_name_the_missing_gpu_only_when_there_is_none(tmp_path):
+    cpu = load_runs(_results(tmp_path / "cpu", _steady(1000), _steady(700)), PROFILE)
+    assert limits(cpu)[0].startswith("No GPU") and "time per token" in limits(cpu)[0]
+    assert any("seed 0" in s for s in limits(cpu))
+    gpu = load_runs(_results(tmp_path / "gpu", _steady(1000), _steady(700), device="Tesla T4 (cuda), fp16"),
+                    PROFILE)
+    assert not any(s.startswith("No GPU") for s in limits(gpu))
+
+
+def test_companion_chapters_say_not_run_ran_or_what_their_files_hold(tmp_path):
+    prof = tmp_path / PROFILE
+    prof.mkdir()
+    assert all(line.endswith(": not run.") for line in companion_findings(prof))
+    (prof / "workbook").mkdir()
+    (prof / "workbook" / "09b_adaptive_rank.json").write_text("{}")
+    (prof / "landscape").mkdir()
+    (prof / "landscape" / "measured.json").write_text(json.dumps(
+        [{"variant": v, "depth": 4, "batch": 8, "activation_bytes": b, "tokens_per_s": 1.0}
+         for v, b in (("stored", 1000), ("ckpt_block", 400), ("reveuler_rev", 200))]))
+    lines = {line.split("**")[1].split(" ·")[0]: line for line in companion_findings(prof)}
+    assert "ckpt_block 0.40x, reveuler_rev 0.20x; the least: reveuler_rev" in lines["07b"]
+    assert "does not rank the variants by speed" in lines["07b"]
+    assert "ran (workbook record)" in lines["09b"] and lines["08"].endswith("not run.")
+
+
+def test_the_runner_up_differs_from_the_pick_in_trunk_or_h():
+    def row(name, trunk, h, stream, val):
+        return {"name": name, "trunk": trunk, "h": h, "stream": stream, "val_loss": val, "tokens_per_s": 1.0,
+                "reconstruction_error": 0.0}
+    screening = {"chosen": {"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"},
+                 "runs": [row("pick", "reveuler_rev", 1.0, "fp32", 1.534),
+                          row("twin", "reveuler_rev", 1.0, "fixed", 1.534),
+                          row("mid", "midpoint_rev", 0.5, "fp32", 1.61), row("half", "reveuler_rev", 0.5, "fp32", 1.58),
+                          {**row("bad", "midpoint_rev", 0.25, "fp32", 1.0), "reconstruction_error": 1.0}]}
+    assert distinct_runner_up(screening)["name"] == "half"        # not the twin on another stream, not the bad one
+    # within LOSS_TIE of the lowest, the screening's rule: an fp32 stream before a lower loss on the fixed stream
+    tied = {**screening, "runs": screening["runs"] + [row("half_fixed", "reveuler_rev", 0.5, "fixed", 1.575)]}
+    assert distinct_runner_up(tied)["name"] == "half"
+    screening["runs"] = screening["runs"][:2]
+    assert distinct_runner_up(screening) is None
+
+
+def test_a_few_slow_steps_do_not_turn_a_slower_run_into_a_faster_one(tmp_path):
+    """Two slow steps (a busy neighbour) drag the baseline's mean tokens/s far below its median; the max-batch
+    finding compares medians, and reads the direction from quartiles that do not overlap."""
+    import shutil
+
+    root = _results(tmp_path, _steady(1000), _steady(700))
+    folder = root / PROFILE / "run1b_baseline_maxbatch"
+    shutil.rmtree(folder)
+    _run(folder, "residual", 20, [9000.0] * 14 + [100.0] * 2, 4.6, 15.0)   # mean ~656, median 9,000
+    df = load_runs(root, PROFILE)
+    text = "\n".join(report.findings(df))
+    assert "trained at 2,000 tokens/s against the baseline's 9,000" in text
+    assert "): slower. Its larger batch" in text and "more than paid for" not in text
+    assert "at the max batches -77.8%, slower" in throughput_caveat(df)
+
+
+def test_runs_that_trained_on_more_tokens_are_compared_at_the_shared_count(tmp_path):
+    """The max-batch runs train on a larger budget; 07.1 compares every main run at the fewest tokens any trained
+    on, reading the longer runs from their logs, instead of setting their final loss beside a shorter run's."""
+    import shutil
+
+    from rev.chapters.shared.results import loss_and_time
+
+    root = _results(tmp_path, _steady(1000), _steady(700))
+    folder = root / PROFILE / "run1b_baseline_maxbatch"
+    shutil.rmtree(folder)
+    _run(folder, "residual", 20, _steady(3000, 48), 3.0, 15.0)    # 3x the tokens, the lowest final loss
+    df = load_runs(root, PROFILE)
+    row = loss_and_time(df).set_index("run").loc["run1b_baseline_maxbatch"]
+    assert row["trained_tokens"] == 3 * row["tokens"] == 61_440
+    assert row["val_loss"] == 5.0                                 # 6 + (3 - 6) * 16 / 48, at 20,480 tokens
+    answer = race_answer(df)
+    assert "when its batch is larger, lower when it is smaller: **held**" in answer
+    assert "baseline max batch at batch 20 (larger than 8, so predicted higher) 5.000 against baseline 4.500, higher" \
+        in answer
+    # a max batch smaller than the profile's (a stored trunk under a tight budget): more, smaller steps, predicted lower
+    shutil.rmtree(folder)
+    _run(folder, "residual", 4, _steady(3000, 80), 4.0, 15.0)
+    small = race_answer(load_runs(root, PROFILE))
+    assert "baseline max batch at batch 4 (smaller than 8, so predicted lower) 4.000 against baseline 4.500, lower" \
+        in small and "when it is smaller: **held**" in small
+    assert "trained on more and is read at this count from its log" in report.loss_and_time_summary(loss_and_time(df))

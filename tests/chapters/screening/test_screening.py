@@ -1,0 +1,105 @@
+"""Notebook 03's words and figures follow its numbers (rev.chapters.screening.rule): the reason and the why column say
+when a speed difference is inside the noise, an exact zero is drawn and labelled on its own row, and the fp64
+stream's exact rebuild is measured, not asserted."""
+from __future__ import annotations
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from rev.chapters.screening import rule as screening  # noqa: E402
+from rev.core.reversible import RECON_LIMIT  # noqa: E402
+
+
+def _row(name: str, trunk: str, stream: str, val: float, speed: float, recon: float | None,
+         q: tuple[float, float] | None = None) -> dict:
+    row = {"name": name, "trunk": trunk, "h": 1.0, "stream": stream, "val_loss": val, "tokens_per_s": speed,
+           "reconstruction_error": recon}
+    if q is not None:
+        row["tokens_per_s_q1"], row["tokens_per_s_q3"] = q
+    return row
+
+
+def _rows(q_fast: tuple[float, float] | None, q_slow: tuple[float, float] | None) -> list[dict]:
+    return [_row("base", "residual", "fp32", 2.0, 900, None),
+            _row("fast", "reveuler_rev", "fp32", 2.005, 1000, 1e-6, q_fast),
+            _row("slow", "midpoint_rev", "fp32", 2.000, 800, 1e-6, q_slow),
+            _row("exact", "reveuler_rev", "fixed", 2.001, 600, 0.0),
+            _row("bad", "reveuler_rev", "fp32", 1.5, 700, 10 * RECON_LIMIT)]
+
+
+def test_reason_and_why_say_when_the_speed_difference_is_noise():
+    clear = _rows((950, 1050), (750, 850))
+    chosen, reason = screening.choose(clear)
+    assert chosen["trunk"] == "reveuler_rev" and "1,000 tokens/s (median step; quartiles 950-1,050)" in reason
+    assert screening.TOO_NOISY not in reason
+    why = screening.screening_verdicts(clear)["why"]
+    assert why["fast"] == "picked: the fastest fp32-stream candidate in the tie"
+    assert why["slow"].startswith("in the tie, slower than the pick") and screening.TOO_NOISY not in why["slow"]
+    assert why["exact"] == "in the tie, but on the fixed stream: the rule prefers fp32"
+    assert why["bad"].startswith("reconstruction error 1.0e-01 is over the limit")
+    # the same medians with overlapping step quartiles: the same pick, but said to be a coin toss
+    noisy = _rows((600, 1400), (500, 1200))
+    _, reason = screening.choose(noisy)
+    assert f"which is faster is {screening.TOO_NOISY}" in reason
+    why = screening.screening_verdicts(noisy)["why"]
+    assert screening.TOO_NOISY in why["fast"] and screening.TOO_NOISY in why["slow"]
+    # rows without step timings (an older screening.json) still get a reason, which says the spread is unknown
+    assert "spread is unknown" in screening.choose(_rows(None, None))[1]
+
+
+def test_speeds_overlap():
+    a, b = _row("a", "reveuler_rev", "fp32", 1, 1, 0, (1, 3)), _row("b", "reveuler_rev", "fp32", 1, 1, 0, (2, 4))
+    assert screening.speeds_overlap(a, b) and screening.speeds_overlap(b, a)
+    c = _row("c", "reveuler_rev", "fp32", 1, 1, 0, (5, 6))
+    assert screening.speeds_overlap(a, c) is False and screening.speeds_overlap(a, _row("d", "r", "fp32", 1, 1, 0)) is None
+
+
+def test_bars_share_rows_and_label_exact_zeros():
+    rows = _rows((950, 1050), (750, 850))
+    fig = screening.plot_screening_bars(rows)
+    loss, speed, recon = fig.axes
+    assert loss.get_shared_y_axes().joined(loss, recon) and loss.get_shared_y_axes().joined(loss, speed)
+    assert [t.get_text() for t in loss.get_yticklabels()] == [r["name"] for r in rows]
+    labels = {round(t.get_position()[1]): t.get_text().strip() for t in recon.texts}
+    assert labels == {0: "no inverse", 1: "1.0e-06", 2: "1.0e-06", 3: "exactly 0", 4: "1.0e-01"}
+    matplotlib.pyplot.close(fig)
+
+
+def test_curves_legend_sits_outside_with_one_colour_per_run(tmp_path):
+    runs = {}
+    for i in range(12):  # more runs than tab10 has colours
+        d = tmp_path / f"run{i}"
+        d.mkdir()
+        (d / "log.csv").write_text("step,tokens,loss,lr,grad_norm,tokens_per_s,val_loss\n"
+                                   f"0,64,{6 - i / 10},0.001,1.0,100.0,\n1,128,{5.5 - i / 10},0.001,1.0,100.0,5.4\n")
+        runs[f"run{i}"] = d
+    fig = screening.plot_screening_curves(runs)
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1  # beside the axes, not over them
+    colours = {tuple(line.get_color()) for line in ax.get_lines()}
+    assert len(colours) == 12
+    matplotlib.pyplot.close(fig)
+
+
+def test_exactness_lesson_follows_the_measurement():
+    exact = {"stream": "fp64", "model_dtype": "float32", "n_layer": 2, "as_trained": 0.0, "float64_blocks": 3.7e-15}
+    text = screening.exactness_lesson(exact)
+    assert "exactly 0 (a true zero" in text and "float32 number" in text and "3.7e-15" in text
+    rounded = dict(exact, as_trained=2e-16)
+    text = screening.exactness_lesson(rounded)
+    assert "2.0e-16" in text and "did round" in text and "exactly 0" not in text
+    assert "still rebuilds exactly" in screening.exactness_lesson(dict(exact, float64_blocks=0.0))
+
+
+@pytest.mark.slow
+def test_fp64_stream_with_float32_blocks_rebuilds_exactly(tmp_path):
+    """The measurement itself, on a tiny trained fp64 run: exact with float32 blocks, rounding with float64 ones."""
+    from rev.chapters.shared.runs import train_run
+
+    s = train_run("screening/tiny_fp64", "smoke", tmp_path / "results", tmp_path / "data", progress=False,
+                  trunk="reveuler_rev", h=0.5, stream="fp64", train_tokens=1024)
+    found = screening.exactness_by_block_dtype(s["config"]["out_dir"], tmp_path / "data")
+    assert found["as_trained"] == 0.0 and 0 < found["float64_blocks"] < 1e-12

@@ -1,0 +1,26 @@
+"""The one table format every notebook uses."""
+import math
+
+import numpy as np
+import pandas as pd
+
+from rev.chapters.shared.tables import MISSING, format_number, tidy
+
+
+def test_whole_numbers_print_as_integers_and_others_to_four_figures():
+    assert format_number(7.0) == "7" and format_number(np.float64(57344.0)) == "57,344"
+    assert format_number(np.int64(21)) == "21" and format_number(3) == "3"
+    assert format_number(1.53421) == "1.534" and format_number(0.000003) == "3.000e-06"
+    assert format_number(5149.3) == "5,149" and format_number(37728.4) == "37,728"  # not 3.773e+04
+    assert format_number(2.5e7 + 0.4) == "25,000,000" and format_number(-12.25) == "-12.25"
+    assert format_number(float("nan")) == MISSING and format_number(None) == MISSING
+    assert format_number(True) is True and format_number("fp32") == "fp32" and format_number(-math.inf) == "-inf"
+
+
+def test_tidy_formats_cell_by_cell_so_a_transposed_table_reads_right():
+    df = pd.DataFrame({"batch": [7.0, 29.0], "loss": [1.2681, 2.2993], "trunk": ["residual", "reveuler_rev"]},
+                      index=["run1b", "run3"])
+    shown = tidy(df.T)
+    assert shown.loc["batch", "run1b"] == "7" and shown.loc["loss", "run3"] == "2.299"
+    assert shown.loc["trunk", "run3"] == "reveuler_rev"
+    assert "7.0" not in shown.to_string() and df.loc["run1b", "batch"] == 7.0  # the original is untouched
