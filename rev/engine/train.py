@@ -329,7 +329,7 @@ def _die_if_asked(plan: Plan) -> None:
 
 def untimed_steps(steps: int) -> int:
     """How many first steps of a `steps`-step run are left out of its tokens/s: allocation, caches and first-call
-    costs warm up there. Readers of a run's log (rev.book) leave out the same ones."""
+    costs warm up there. Readers of a run's log (rev.chapters.shared.run_log) leave out the same ones."""
     return min(steps - 1, max(2, steps // 20))
 
 

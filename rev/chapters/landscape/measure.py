@@ -11,7 +11,7 @@ Measured here, one training step at a time (`rev.engine.bench.make_training_step
                   since on a CPU the activations already live in host memory and moving them saves nothing
 Activation bytes per token come from the peaks at two batch sizes (their difference over the difference in
 tokens), large enough that activations, not the optimizer step, set the peak; bytes per layer from two depths.
-Everything runs in fp32, the precision the memory models of `landscape_models` count in by default.
+Everything runs in fp32, the precision the memory models of `models` count in by default.
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def chapter_sizes(profile: ProfileLike) -> Sizes:
 class Variant:
     name: str
     trunk: str
-    technique: str     # the memory model in `landscape_models` that describes it
+    technique: str     # the memory model in `models` that describes it
     label: str
 
 

@@ -1,6 +1,7 @@
-"""Notebooks 03-06 (screening, runs 1 to 4): training the workbook's runs and looking at them. The screening rule
-lives in `screening`, the max-batch and depth searches in `searches`, the figures in `run_plots` and the computed
-takeaways in `run_takeaways`; each run notebook is narration around a few calls into these.
+"""Notebooks 03-07b (screening, runs 1 to 4, the report, the landscape): training the workbook's runs and looking
+at them. The screening rule lives in `rev.chapters.screening`, the max-batch and depth searches and the computed
+takeaways in `rev.chapters.assignment`, the figures in `run_plots`; each run notebook is narration around a few
+calls into these.
 
 Layout under `results/<profile>/`:
   screening/<trunk>_h<h>_<stream>/, screening.json
