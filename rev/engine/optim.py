@@ -1,7 +1,20 @@
-"""The one optimizer builder and the one learning-rate schedule every training loop uses.
+"""The one optimizer builder, the one learning-rate schedule every training loop uses, and the recipe that
+follows the batch (`warmup_steps`, `peak_lr`).
 
 `rev.engine.train`, the trace chapter and the adaptive chapter all build AdamW here, so a change of betas or of
 which parameters decay happens in one place. Steps are counted from 0: `lr_at(0)` is the first update's rate.
+
+The recipe, for a run at batch B where the profile's recipe was made for batch B0 (k = B / B0):
+
+* warm-up: the profile's warm-up tokens, but never fewer than `WARMUP_FLOOR_STEPS` optimizer steps. Adam's
+  second-moment estimate averages about 1 / (1 - beta2) steps (20 at beta2 = 0.95); before it has that many
+  gradients each parameter's step size rests on a handful of them, and a warm-up counted in tokens alone lasts
+  2 steps at k = 9, so the peak rate arrives while that estimate is still a guess.
+* peak rate: Adam's square-root rule, lr = lr0 * sqrt(k) (the batch-size scaling that keeps Adam's stochastic
+  dynamics the same while gradient noise dominates the step; Malladi et al. 2022). Noise stops dominating near
+  the gradient noise scale B_noise (McCandlish et al. 2018), where a larger batch no longer buys a cleaner step;
+  given a measured `noise_scale`, k becomes the ratio of the noise-limited step sizes, (1 + B_noise / B0) /
+  (1 + B_noise / B), which equals B / B0 for small batches and stops growing beyond B_noise.
 """
 from __future__ import annotations
 
@@ -14,6 +27,8 @@ from torch import nn
 
 BETAS = (0.9, 0.95)        # GPT-style AdamW: a shorter second-moment memory than Adam's default 0.999
 SCHEDULE_KINDS = ("cosine", "constant")
+LR_SCALINGS = ("none", "sqrt", "linear")
+WARMUP_FLOOR_STEPS = math.ceil(1 / (1 - BETAS[1]))   # the steps Adam's second moment averages over: 20
 
 
 def adamw(model: nn.Module | Iterable[nn.Parameter], lr: float, weight_decay: float = 0.0,
@@ -68,3 +83,35 @@ class Schedule:
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
+
+
+# --- the recipe that follows the batch ------------------------------------------------------------------------
+
+def warmup_steps(warmup_tokens: int, tokens_per_step: int, total_steps: int,
+                 floor: int = WARMUP_FLOOR_STEPS) -> int:
+    """The warm-up in optimizer steps: `warmup_tokens` worth of steps, at least `floor` of them, at most the run."""
+    if tokens_per_step < 1 or total_steps < 1:
+        raise ValueError(f"need tokens_per_step >= 1 and total_steps >= 1, got {tokens_per_step} and {total_steps}")
+    return min(total_steps, max(floor, warmup_tokens // tokens_per_step, 1))
+
+
+def batch_ratio(batch: int, base_batch: int, noise_scale: float | None = None) -> float:
+    """k, how much larger a step the batch allows than the base batch: batch / base_batch, or, with a measured
+    gradient noise scale, the ratio of the noise-limited step sizes (1 + B_noise/base) / (1 + B_noise/batch)."""
+    if batch < 1 or base_batch < 1:
+        raise ValueError(f"batch sizes must be >= 1, got {batch} and {base_batch}")
+    if noise_scale is None:
+        return batch / base_batch
+    if not noise_scale > 0:
+        raise ValueError(f"noise_scale must be > 0 (a measured B_noise in sequences), got {noise_scale}")
+    return (1 + noise_scale / base_batch) / (1 + noise_scale / batch)
+
+
+def peak_lr(base_lr: float, batch: int, base_batch: int, rule: str = "sqrt",
+            noise_scale: float | None = None) -> float:
+    """The peak rate at `batch` for a recipe made at `base_batch`: `sqrt` scales `base_lr` by sqrt(k) (Adam's rule),
+    `linear` by k (SGD's), `none` keeps it; k is `batch_ratio` (saturating beyond `noise_scale` when given)."""
+    if rule not in LR_SCALINGS:
+        raise ValueError(f"unknown lr_scaling {rule!r}: choose one of {', '.join(LR_SCALINGS)}")
+    k = batch_ratio(batch, base_batch, noise_scale)
+    return base_lr * {"none": 1.0, "sqrt": math.sqrt(k), "linear": k}[rule]

@@ -78,9 +78,9 @@ PROFILES: dict[str, Profile] = {
         name="cpu", d_model=128, n_layer=6, n_head=4, seq_len=128, vocab_size=2048,
         data_source="synthetic", data_name="synthetic-cpu", data_tokens=5_000_000,
         batch_size=16, train_tokens=800_000, lr=2e-3, min_lr=2e-4, warmup_tokens=50_000,
-        # a small device's budget, so the max-batch runs teach: at 320 MiB the reversible trunks fit 170-250
-        # sequences and 800K tokens gave them 25-36 steps (they ended on the context-free line); at 72 MiB
-        # reveuler_rev fits ~42 (midpoint_rev ~28, residual ~7), 150+ steps on the same tokens, searches cheaper
+        # a small device's budget, so the max-batch runs teach: at 72 MiB the residual trunk fits 7 sequences and
+        # the batch-sliced reversible trunks 97-143 (fp64 / fp32 reveuler_rev), so run 3 trains at ~9x run 1's batch;
+        # the max-batch runs' tokens are raised to give the largest batch max_batch_min_steps steps
         eval_every=50, eval_batches=8, ckpt_every=200, cpu_mem_budget=72 * 2**20, max_batch_min_steps=150,
         screening_fraction=0.2, deep_max_layers=12,
     ),

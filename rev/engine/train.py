@@ -42,7 +42,7 @@ from .progress import tqdm
 
 from .cli import device_arg, folder_arg, positive_float, positive_int
 from .files import atomic_path, read_json, write_json
-from .optim import adamw, lr_at
+from .optim import LR_SCALINGS, WARMUP_FLOOR_STEPS, adamw, lr_at, peak_lr, warmup_steps
 from .device import amp_dtype, autocast, describe, pick_device
 from .memory import peak_memory, state_tensors
 from ..core.model import GPT, TRUNKS, GPTConfig, trunk_spec
@@ -51,7 +51,6 @@ from .step import train_step
 from ..core.reversible import RECON_LIMIT, reconstruction_error
 
 LOG_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss"]
-LR_SCALINGS = ("none", "sqrt", "linear")
 
 
 class TrainingDiverged(RuntimeError):
@@ -78,6 +77,7 @@ class TrainConfig:
     train_tokens: int | None = None
     lr: float | None = None
     lr_scaling: str = "none"                 # how lr follows batch_size / profile batch: none | sqrt | linear
+    warmup_floor: int = WARMUP_FLOOR_STEPS   # fewest warm-up steps, whatever the batch (rev.engine.optim)
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"                  # auto: bf16 on capability >= 8, fp16+GradScaler below, fp32 on CPU
@@ -95,15 +95,6 @@ class TrainConfig:
         d["profile"] = self.profile.name if isinstance(self.profile, Profile) else self.profile
         d["keep"] = list(self.keep)
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
-
-
-def scaled_lr(base_lr: float, batch: int, base_batch: int, rule: str) -> float:
-    """The max-batch run's LR rule: `sqrt` scales by sqrt(batch/base_batch) (Adam's usual choice),
-    `linear` by batch/base_batch, `none` keeps the profile's LR."""
-    if rule not in LR_SCALINGS:
-        raise ValueError(f"unknown lr_scaling {rule!r}: choose one of {', '.join(LR_SCALINGS)}")
-    ratio = batch / base_batch
-    return base_lr * {"none": 1.0, "sqrt": math.sqrt(ratio), "linear": ratio}[rule]
 
 
 @dataclass
@@ -153,10 +144,10 @@ def plan_run(cfg: TrainConfig) -> Plan:
                               pos_chunk=cfg.pos_chunk, batch_slice=cfg.batch_slice, split_heads=cfg.split_heads,
                               keep=tuple(cfg.keep))
     base_lr = prof.lr if cfg.lr is None else cfg.lr
-    lr = scaled_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling)
+    lr = peak_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling)
     steps = tokens // per_step
     out = Path(cfg.out_dir) if cfg.out_dir is not None else Path("results") / prof.name / cfg.trunk
-    return Plan(prof, model, batch, steps, min(steps, max(1, prof.warmup_tokens // per_step)), lr,
+    return Plan(prof, model, batch, steps, warmup_steps(prof.warmup_tokens, per_step, steps, cfg.warmup_floor), lr,
                 prof.min_lr * lr / prof.lr, cfg.eval_every or prof.eval_every,
                 cfg.eval_batches or prof.eval_batches, cfg.ckpt_every or prof.ckpt_every, out,
                 Path(cfg.data_dir))

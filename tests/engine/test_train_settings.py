@@ -36,7 +36,8 @@ def watched(tmp_path_factory):
                      "grad_norm": float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))})
 
     cfg = TrainConfig(profile="smoke", data_dir=root / "data", out_dir=root / "run", progress=False,
-                      train_tokens=STEPS * SMOKE.batch_size * SMOKE.seq_len, eval_every=EVAL_EVERY, ckpt_every=100)
+                      train_tokens=STEPS * SMOKE.batch_size * SMOKE.seq_len, eval_every=EVAL_EVERY, ckpt_every=100,
+                      warmup_floor=1)   # the warm-up its tokens give (8 steps), so the decay after it is seen too
     mp = pytest.MonkeyPatch()
     mp.setattr(train_mod, "get_profile", lambda name: SMOKE)
     handle = register_optimizer_step_pre_hook(hook)

@@ -6,6 +6,8 @@ The runs themselves are trained and read through `rev.chapters.shared` (`runs`, 
 
 * `baseline`  04: how steady this machine's clock is, what run 1's curve and sample show, its takeaways;
 * `searches`  06: the max-batch and depth searches under one memory budget, the loss-head ablation, the ledger;
+* `noise`     06: the gradient noise scale of run 1, and what it predicts a larger batch buys (checked on run 3);
+* `recipe`    06: the large-batch recipe (square-root rate, warm-up floor) checked by a sweep at the max batch;
 * `takeaways` 05 and 06: speed and loss verdicts that respect their spread, the same-batch and max-batch findings;
 * `exercises` the small models the exercises derive (a step's cost, a step's memory) and the checks of 04-06.
 
@@ -16,6 +18,9 @@ from .baseline import (FASTER, SLOWER, TOO_NOISY, baseline_takeaways, compare_sp
 from .searches import (LOSS_HEADS_FILE, ledger_finding, line_batches, line_vs_search, loss_head_ablation,
                        max_batch_budget_tokens, max_batch_table, memory_budget, memory_ledgers, other_stream,
                        predict_max_batches, search_key, search_max_batches, search_max_depth, train_kwargs)
+from .noise import (NOISE_FILE, NOISE_SIZES, PREDICTION_NATS, measure_noise, noise_scale_for_predictions, noise_sizes,
+                    NoiseSizes, predict, Prediction, prediction_lines, prediction_table, verdicts)
+from .recipe import CELLS, RECIPE, SWEEP_DIR, SWEEP_STEPS, Cell, plot_sweep, recipe_sweep, sweep_finding, sweep_steps
 from .takeaways import (against_prediction, batch_lesson, depth_finding, loss_verdict, max_batch_takeaways,
                         runs_against_bench, same_batch_speed, same_batch_takeaways, SameBatchSpeed, speed_finding,
                         speed_table, speed_verdict, spike_finding, stalled_start)
@@ -27,7 +32,10 @@ __all__ = ["FASTER", "SLOWER", "TOO_NOISY", "baseline_takeaways", "compare_speed
            "known_words", "plot_step_speeds", "speed_halves", "speed_text", "spread_share", "timed_steps",
            "LOSS_HEADS_FILE", "ledger_finding", "line_batches", "line_vs_search", "loss_head_ablation",
            "max_batch_budget_tokens", "max_batch_table", "memory_budget", "memory_ledgers", "other_stream",
-           "predict_max_batches", "search_key", "search_max_batches", "search_max_depth", "train_kwargs",
+           "predict_max_batches", "search_key", "search_max_batches", "search_max_depth", "train_kwargs", "NOISE_FILE",
+           "NOISE_SIZES", "PREDICTION_NATS", "measure_noise", "noise_scale_for_predictions", "noise_sizes",
+           "NoiseSizes", "predict", "Prediction", "prediction_lines", "prediction_table", "verdicts", "CELLS",
+           "RECIPE", "SWEEP_DIR", "SWEEP_STEPS", "Cell", "plot_sweep", "recipe_sweep", "sweep_finding", "sweep_steps",
            "against_prediction", "batch_lesson", "depth_finding", "loss_verdict", "max_batch_takeaways",
            "runs_against_bench", "same_batch_speed", "same_batch_takeaways", "SameBatchSpeed", "speed_finding",
            "speed_table", "speed_verdict", "spike_finding", "stalled_start", "COMPARE_CASES", "LINE_CASES",

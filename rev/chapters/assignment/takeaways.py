@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ...core.reversible import RECON_LIMIT
 from ...engine.maxbatch import MaxDepth
+from ...engine.optim import WARMUP_FLOOR_STEPS
 from ..shared.results import deep_capped, loss_head_finding, number, stream_reliability
 from ..shared.run_log import PLATEAU_NATS, run_start, val_loss_at
 from .exercises import memory_split
@@ -261,12 +262,11 @@ def stalled_start(run_dir, context_free: float | None, other_dir=None, label: st
     theirs = f" (run 1b's: {ost.warmup_steps})" if ost else ""
     return (f"{label} stalled: its running-mean training loss sat within {PLATEAU_NATS} nats of the context-free line "
             f"({unigram:.2f}) for {st.plateau_steps} consecutive steps of its {st.steps}, learning token frequencies and little "
-            f"else. Its warm-up, counted in tokens, lasted {st.warmup_steps} step(s){theirs}, so it reached its peak "
-            f"learning rate {st.peak_lr:.4f} almost at once, and its gradient norm peaked at {st.max_grad_norm:.1f} "
-            f"at step {st.max_grad_step} ({st.max_grad_norm / st.median_grad_norm:.0f}x its median). A few large "
-            f"steps at a high rate before Adam's moment estimates settle can leave a model on that line; a longer "
-            f"warm-up in steps or a lower peak rate for the large batch are the first things to try (not measured "
-            f"here).")
+            f"else. Its warm-up lasted {st.warmup_steps} step(s){theirs} (the recipe's floor is "
+            f"{WARMUP_FLOOR_STEPS}) up to its peak learning rate {st.peak_lr:.4f}, and its gradient norm peaked at "
+            f"{st.max_grad_norm:.1f} at step {st.max_grad_step} ({st.max_grad_norm / st.median_grad_norm:.0f}x its "
+            f"median). A few large steps at a high rate before Adam's moment estimates settle can leave a model on "
+            f"that line; the recipe sweep above says which of rate and warm-up this batch needed.")
 
 
 def spike_finding(runs: dict[str, dict]) -> str:

@@ -16,6 +16,7 @@ from ...engine.files import read_json
 from ..shared.results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
 from ..screening.rule import LOSS_TIE
+from ..shared.run_log import val_loss_after_steps
 
 NOISY = "too noisy to tell on this machine"
 
@@ -153,7 +154,35 @@ def batch_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
     b, r, budget = found
     verdict = f"{r / b:.2f}x the batch" if r > b else "no larger batch"
     return (f"**Batch**: under one budget of {mib(budget)} the reversible trunk fits batch {r} against the "
-            f"baseline's {b}: {verdict}.")
+            f"baseline's {b}: {verdict}." + batch_bought(main_run(df, BASE), main_run(df, REV_MAX)))
+
+
+def batch_bought(base: pd.Series | None, big: pd.Series | None) -> str:
+    """What run 3's larger batch bought against run 1 (the profile's batch): validation loss at equal optimizer
+    steps and at equal tokens, tokens per second on this machine, and what a GPU would add (not measured)."""
+    if base is None or big is None or not number(big.get("steps")) or not number(base.get("steps")):
+        return ""
+    steps = min(int(number(big["steps"])), int(number(base["steps"])))
+    at_steps = val_loss_after_steps(base["path"], steps), val_loss_after_steps(big["path"], steps)
+    eq = equal_tokens_val(base, big)
+    parts = []
+    if None not in at_steps:
+        d = at_steps[1] - at_steps[0]
+        parts.append(f"at equal optimizer steps ({steps}) run 3's validation loss is {at_steps[1]:.3f} against "
+                     f"run 1's {at_steps[0]:.3f} ({d:+.3f} nats)")
+    if eq is not None:
+        tokens, lb, lr = eq
+        parts.append(f"at equal tokens ({tokens:,}) {lr:.3f} against {lb:.3f} ({lr - lb:+.3f})")
+    c = compare_speed(base, big)
+    if c is not None:
+        parts.append(f"per second on this machine {c.rev:,.0f} tokens/s against {c.base:,.0f} ({pct(c.ratio)}, "
+                     f"{c.spread_text()})")
+    if not parts:
+        return ""
+    k = number(big["batch_size"]) / number(base["batch_size"])
+    return (" What the batch bought: " + "; ".join(parts) + f". On a GPU whose step time barely grows with the "
+            f"batch, a step of run 3 would cost about one of run 1's, so its time per token would fall up to "
+            f"{k:.1f}x (not measured here).")
 
 
 def throughput_line(base: pd.Series | None, rev: pd.Series | None) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...engine.data import DataError, load
+from ...engine.optim import WARMUP_FLOOR_STEPS
 from ...engine.profiles import PROFILES
 from ...engine.train import TrainConfig, plan_run
 from .lessons import swapped_copy, tiny_corpora
@@ -31,7 +32,8 @@ def check_plan_steps(plan_steps: Callable[[int, int, int, int], tuple[int, int]]
                 f"profile {prof.name!r} at batch {batch} (seq_len {prof.seq_len}, {prof.train_tokens:,} tokens, "
                 f"warm-up {prof.warmup_tokens:,}): you give (steps, warm-up) = {tuple(got)}, training runs {want}. "
                 f"A step consumes batch_size * seq_len tokens and only whole steps run; warm-up is counted the "
-                f"same way but is at least one step.")
+                f"same way but lasts at least WARMUP_FLOOR_STEPS ({WARMUP_FLOOR_STEPS}) steps, and never longer "
+                f"than the run.")
             cases += 1
     return f"(steps, warm-up steps) match plan_run in {cases} cases."
 

@@ -259,15 +259,15 @@ def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a
 
 def lr_table(summaries: dict[str, dict], profile: ProfileLike):
     """Each run's batch against the profile's, the learning-rate rule it trained with (`lr_scaling`) and the
-    rate that gave, beside the rate each rule (`rev.engine.train.LR_SCALINGS`) would have given it."""
+    rate that gave, beside the rate each rule (`rev.engine.optim.LR_SCALINGS`) would have given it."""
     import pandas as pd
 
-    from ...engine.train import LR_SCALINGS, scaled_lr
+    from ...engine.optim import LR_SCALINGS, peak_lr
 
     prof = get_profile(profile)
     return pd.DataFrame({name: {"batch": s["batch_size"], "batch / profile's": s["batch_size"] / prof.batch_size,
                                 "rule": s.get("lr_scaling"), "lr": s["lr"],
-                                **{f"lr if {rule}": scaled_lr(prof.lr, s["batch_size"], prof.batch_size, rule)
+                                **{f"lr if {rule}": peak_lr(prof.lr, s["batch_size"], prof.batch_size, rule)
                                    for rule in LR_SCALINGS}}
                          for name, s in summaries.items()}).T
 

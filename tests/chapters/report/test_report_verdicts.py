@@ -241,3 +241,14 @@ def test_runs_that_trained_on_more_tokens_are_compared_at_the_shared_count(tmp_p
     assert "baseline max batch at batch 4 (smaller than 8, so predicted lower) 4.000 against baseline 4.500, lower" \
         in small and "when it is smaller: **held**" in small
     assert "trained on more and is read at this count from its log" in report.loss_and_time_summary(loss_and_time(df))
+
+
+def test_the_batch_line_says_what_the_batch_bought_at_equal_steps_tokens_and_seconds(tmp_path):
+    """Run 3 (batch 40, 8 steps) against run 1 (batch 8, 40 steps): the losses at equal steps and at equal tokens
+    are read off both curves, the speeds with their spread, and the GPU sentence says it is not measured."""
+    batch = _headline(_results(tmp_path, _steady(1000), _steady(700)))["Batch"]
+    # run 1 after 8 steps: 6.0 + (4.5 - 6.0) * 8/40 = 5.7; run 3 after its 8: 4.7
+    assert "at equal optimizer steps (8) run 3's validation loss is 4.700 against run 1's 5.700 (-1.000 nats)" in batch
+    # equal tokens: both reached 8 * 40 * SEQ tokens, run 1 at its end (4.5)
+    assert "4.700 against 4.500 (+0.200)" in batch
+    assert "2,000 tokens/s against 1,000" in batch and "5.0x (not measured here)" in batch

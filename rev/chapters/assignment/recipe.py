@@ -1,0 +1,127 @@
+"""Notebook 06, before run 3: the large-batch recipe (`rev.engine.optim`) checked by a small sweep at the max batch.
+
+Run 3 trains at many times the profile's batch. Its recipe has two parts, each argued in `rev.engine.optim`: the
+peak rate follows the batch by its square root, and the warm-up lasts at least `WARMUP_FLOOR_STEPS` optimizer
+steps however few steps the warm-up tokens make at that batch. The sweep checks both at once, on short runs at
+run 3's own batch: peak rate (the profile's, or the square-root rule's) x warm-up (counted in tokens alone, or
+with the floor), each cell trained for `sweep_steps(profile)` steps and read by its validation loss at the end.
+A cell whose loss sat on the context-free line (`rev.chapters.shared.run_log`'s stall rule) is marked stalled,
+one whose loss went NaN or ended above the uniform guess ln V diverged. Runs live in ``results/<profile>/recipe_sweep/`` and are reused when finished.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ...engine.optim import WARMUP_FLOOR_STEPS, peak_lr, warmup_steps
+from ...engine.profiles import ProfileLike, get_profile
+from ...engine.train import TrainingDiverged
+from ..shared.run_log import read_log, run_start
+from ..shared.runs import profile_dir, train_run
+from .searches import train_kwargs
+
+SWEEP_DIR = "recipe_sweep"
+SWEEP_STEPS = {"smoke": 6, "cpu": 30, "t4": 60, "full": 60}
+
+
+def sweep_steps(profile: ProfileLike) -> int:
+    return SWEEP_STEPS.get(get_profile(profile).name, 60)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One recipe: its peak-rate rule and whether the warm-up has the floor."""
+
+    lr_rule: str        # "none" (the profile's rate) or "sqrt"
+    floor: bool
+
+    @property
+    def name(self) -> str:
+        return f"lr-{self.lr_rule}_warmup-{'floor' if self.floor else 'tokens'}"
+
+    @property
+    def label(self) -> str:
+        return (("square-root rate" if self.lr_rule == "sqrt" else "profile's rate") + ", "
+                + ("floor warm-up" if self.floor else "token-counted warm-up"))
+
+
+CELLS = tuple(Cell(rule, floor) for rule in ("none", "sqrt") for floor in (False, True))
+RECIPE = Cell("sqrt", True)   # what every run uses: the square-root rate, the floor
+
+
+def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | Path = "results",
+                 data_dir: str | Path = "data", seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Train every cell of `CELLS` for `sweep_steps` steps at `batch` with the `trunk` settings; one row per cell:
+    its peak rate, warm-up steps, loss at the end and its state (learnt, stalled, diverged)."""
+    prof = get_profile(profile)
+    steps = sweep_steps(prof)
+    per_step = batch * prof.seq_len
+    rows = []
+    for cell in CELLS:
+        lr = peak_lr(prof.lr, batch, prof.batch_size, cell.lr_rule)
+        floor = WARMUP_FLOOR_STEPS if cell.floor else 1
+        row = {"cell": cell.name, "peak lr": lr, "rate": cell.lr_rule, "warm-up": "floor" if cell.floor else "tokens",
+               "warm-up steps": warmup_steps(prof.warmup_tokens, per_step, steps, floor), "recipe": cell == RECIPE}
+        try:
+            s = train_run(f"{SWEEP_DIR}/{cell.name}", prof, results, data_dir, progress=progress, seed=seed,
+                          batch_size=batch, train_tokens=steps * per_step, lr_scaling=cell.lr_rule,
+                          warmup_floor=floor, **train_kwargs(trunk))
+        except TrainingDiverged:
+            rows.append(row | {"val loss": np.nan, "state": "diverged"})
+            continue
+        run_dir = profile_dir(results, prof) / SWEEP_DIR / cell.name
+        start = run_start(run_dir, s["unigram_val_loss"])
+        # above the uniform guess ln V the model has unlearnt even token frequencies: its last steps blew it up
+        state = ("diverged" if not s["final_val_loss"] <= math.log(prof.vocab_size) else
+                 "stalled" if start is not None and start.stalled else "learnt")
+        rows.append(row | {"val loss": s["final_val_loss"], "context-free": s["unigram_val_loss"],
+                           "max grad norm": float(read_log(run_dir)["grad_norm"].max()), "state": state})
+    return pd.DataFrame(rows).set_index("cell")
+
+
+def plot_sweep(sweep: pd.DataFrame):
+    """The 2 x 2 grid: validation loss after the sweep's steps per cell, the recipe's cell outlined, stalled and
+    diverged cells labelled as such."""
+    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    rates, warmups = ["none", "sqrt"], ["tokens", "floor"]
+    grid = np.full((2, 2), np.nan)
+    for _, r in sweep.iterrows():
+        grid[rates.index(r["rate"]), warmups.index(r["warm-up"])] = r["val loss"]
+    im = ax.imshow(grid, cmap="viridis_r", aspect="auto")
+    for _, r in sweep.iterrows():
+        i, j = rates.index(r["rate"]), warmups.index(r["warm-up"])
+        text = "diverged" if r["state"] == "diverged" else f"{r['val loss']:.2f}" + (
+            "\nstalled" if r["state"] == "stalled" else "")
+        ax.text(j, i, text + f"\n(lr {r['peak lr']:.4f}, {r['warm-up steps']} warm-up)", ha="center", va="center",
+                fontsize=8, color="white" if r["state"] != "learnt" else "black",
+                bbox=dict(facecolor="none", edgecolor="red", linewidth=2.5) if r["recipe"] else None)
+    ax.set_xticks([0, 1], ["warm-up: tokens only", f"warm-up: >= {WARMUP_FLOOR_STEPS} steps"])
+    ax.set_yticks([0, 1], ["profile's rate", "square-root rule"])
+    ax.set_title("validation loss after the sweep's steps (red: the recipe)", fontsize=10)
+    fig.colorbar(im, ax=ax, label="validation loss (nats)")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_finding(sweep: pd.DataFrame) -> str:
+    """What the sweep says about the recipe, in words computed from its rows."""
+    ok = sweep[sweep["state"] == "learnt"]
+    recipe = sweep[sweep["recipe"]].iloc[0]
+    bad = [f"{name} ({r['state']})" for name, r in sweep.iterrows() if r["state"] != "learnt"]
+    lines = []
+    if recipe["state"] != "learnt":
+        lines.append(f"The recipe's own cell {recipe['state']}: the rule does not hold at this batch.")
+    elif len(ok) and recipe["val loss"] <= ok["val loss"].min() + 1e-12:
+        lines.append(f"The recipe's cell ends lowest, at {recipe['val loss']:.3f} nats after its steps.")
+    else:
+        best = ok["val loss"].idxmin()
+        lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, {recipe['val loss'] - ok.loc[best, 'val loss']:.3f} "
+                     f"above the lowest cell ({best}, {ok.loc[best, 'val loss']:.3f}): on this evidence the rule "
+                     f"is not the best of these, and the runs below use it anyway, as the same recipe for every profile.")
+    lines.append("Cells that did not learn: " + ", ".join(bad) + "." if bad else "Every cell learnt.")
+    return " ".join(lines)

@@ -1,0 +1,69 @@
+"""Notebook 06's predictions from the noise scale and the recipe sweep's reading, on hand-made run logs and rows."""
+import csv
+
+import matplotlib
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+from rev.chapters.assignment.noise import PREDICTION_NATS, predict, prediction_lines, verdicts  # noqa: E402
+from rev.chapters.assignment.recipe import CELLS, RECIPE, plot_sweep, sweep_finding  # noqa: E402
+
+SEQ = 16
+
+
+def _run(folder, batch, steps, val_at):
+    """A log whose validation loss after s steps is val_at(s), evaluated every step."""
+    folder.mkdir(parents=True)
+    with open(folder / "log.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss"])
+        for s in range(steps):
+            w.writerow([s, (s + 1) * batch * SEQ, val_at(s + 1), 1e-3, 1.0, 1000, val_at(s + 1)])
+    return folder
+
+
+def test_run_3_is_placed_on_the_reference_curve_at_the_step_the_trade_off_makes_equivalent(tmp_path):
+    curve = lambda s: 6.0 - 0.002 * s           # noqa: E731  the reference: 0.002 nats per step
+    ref = _run(tmp_path / "ref", batch=10, steps=1000, val_at=curve)
+    # B_noise = 10 = the reference's batch: S(10) = 2 S_min, S(90) = 10/9 S_min; one step of batch 90 is worth 1.8
+    p = predict(ref, "run 1", 10, 90, 100, SEQ, noise_scale=10.0)
+    assert p.steps_factor == pytest.approx(1.8) and p.loss == pytest.approx(curve(180))
+    assert p.tokens_factor == pytest.approx(0.2)          # 1.8 steps' worth of tokens out of 9
+    assert p.reference_at_steps == pytest.approx(curve(100)) and p.reference_at_tokens == pytest.approx(curve(900))
+    lines = " ".join(prediction_lines([p], 10.0, SEQ))
+    assert "worth 1.80 of run 1's" in lines and "below run 1 at equal steps" in lines
+
+    hit = _run(tmp_path / "hit", batch=90, steps=100, val_at=lambda s: curve(1.8 * s) + PREDICTION_NATS / 2)
+    miss = _run(tmp_path / "miss", batch=90, steps=100, val_at=lambda s: curve(1.8 * s) + 3 * PREDICTION_NATS)
+    assert verdicts([p], hit).loc["run 1", "verdict"] == "held"
+    assert verdicts([p], miss).loc["run 1", "verdict"].startswith("missed by 0.30 nats (worse")
+
+
+def test_a_point_beyond_the_reference_becomes_a_bound(tmp_path):
+    ref = _run(tmp_path / "ref", batch=10, steps=50, val_at=lambda s: 6.0 - 0.01 * s)
+    p = predict(ref, "run 1b", 10, 90, 100, SEQ, noise_scale=10.0)
+    assert p.loss is None and p.bound == pytest.approx(5.5) and p.expected == p.bound
+
+
+def _sweep(losses: dict, states: dict | None = None) -> pd.DataFrame:
+    rows = []
+    for cell in CELLS:
+        state = (states or {}).get(cell.name, "learnt")
+        rows.append({"cell": cell.name, "peak lr": 2e-3 if cell.lr_rule == "none" else 6e-3, "rate": cell.lr_rule,
+                     "warm-up": "floor" if cell.floor else "tokens", "warm-up steps": 20 if cell.floor else 2,
+                     "recipe": cell == RECIPE, "val loss": losses[cell.name], "state": state})
+    return pd.DataFrame(rows).set_index("cell")
+
+
+def test_the_sweep_reading_follows_its_numbers():
+    names = [c.name for c in CELLS]
+    best = _sweep(dict(zip(names, [5.0, 4.9, 5.8, 4.5])), {names[2]: "stalled"})
+    text = sweep_finding(best)
+    assert "recipe's cell ends lowest, at 4.500" in text and f"{names[2]} (stalled)" in text
+    worse = _sweep(dict(zip(names, [4.4, 4.9, 5.8, 4.5])))
+    assert "0.100 above the lowest cell (lr-none_warmup-tokens" in sweep_finding(worse)
+    broke = _sweep(dict(zip(names, [4.4, 4.9, 5.8, float("nan")])), {RECIPE.name: "diverged"})
+    assert "recipe's own cell diverged" in sweep_finding(broke)
+    assert len(plot_sweep(best).axes[0].texts) == 4
