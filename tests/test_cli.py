@@ -61,6 +61,7 @@ CASES: list[tuple[str, str, str]] = [
     ("train", "--profile smoke --resume", "no checkpoint"),
     ("train", "--profile smoke --trunk nope", "--trunk"),
     ("train", "--profile smoke --lr-scaling cubic", "--lr-scaling"),
+    ("train", "--profile smoke --noise-scale 0", "--noise-scale"),
     ("maxbatch", "--profile nope", "unknown profile"),
     ("maxbatch", "--profile smoke --budget-mib 0", "--budget-mib"),
     ("maxbatch", "--profile smoke --budget-mib nan", "--budget-mib"),

@@ -78,6 +78,7 @@ class TrainConfig:
     lr: float | None = None
     lr_scaling: str = "none"                 # how lr follows batch_size / profile batch: none | sqrt | linear
     warmup_floor: int = WARMUP_FLOOR_STEPS   # fewest warm-up steps, whatever the batch (rev.engine.optim)
+    noise_scale: float | None = None         # a measured B_noise (sequences): the lr rule saturates beyond it
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"                  # auto: bf16 on capability >= 8, fp16+GradScaler below, fp32 on CPU
@@ -144,7 +145,7 @@ def plan_run(cfg: TrainConfig) -> Plan:
                               pos_chunk=cfg.pos_chunk, batch_slice=cfg.batch_slice, split_heads=cfg.split_heads,
                               keep=tuple(cfg.keep))
     base_lr = prof.lr if cfg.lr is None else cfg.lr
-    lr = peak_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling)
+    lr = peak_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling, cfg.noise_scale)
     steps = tokens // per_step
     out = Path(cfg.out_dir) if cfg.out_dir is not None else Path("results") / prof.name / cfg.trunk
     return Plan(prof, model, batch, steps, warmup_steps(prof.warmup_tokens, per_step, steps, cfg.warmup_floor), lr,
@@ -501,6 +502,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", type=positive_int, dest="train_tokens")
     p.add_argument("--lr", type=positive_float)
     p.add_argument("--lr-scaling", default="none", choices=LR_SCALINGS)
+    p.add_argument("--noise-scale", type=positive_float, help="a measured gradient noise scale, in sequences: "
+                   "the lr rule stops growing with the batch beyond it")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", type=device_arg)
     p.add_argument("--precision", default="auto")
@@ -520,8 +523,8 @@ def run_cli(args: argparse.Namespace) -> int:
     cfg = TrainConfig(profile=get_profile(args.profile), trunk=args.trunk, out_dir=args.out,
                       data_dir=args.data_dir, h=args.h, stream=args.stream, n_layer=args.n_layer,
                       batch_size=args.batch_size, train_tokens=args.train_tokens, lr=args.lr,
-                      lr_scaling=args.lr_scaling, seed=args.seed, device=args.device, precision=args.precision,
-                      eval_every=args.eval_every, ckpt_every=args.ckpt_every, resume=args.resume,
+                      lr_scaling=args.lr_scaling, noise_scale=args.noise_scale, seed=args.seed, device=args.device,
+                      precision=args.precision, eval_every=args.eval_every, ckpt_every=args.ckpt_every, resume=args.resume,
                       stop_after=args.stop_after, progress=not args.no_progress)
     try:
         s = train(cfg)

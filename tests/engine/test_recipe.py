@@ -42,6 +42,18 @@ def test_the_square_root_rule_and_its_saturation_beyond_the_noise_scale():
     assert peak_lr(1e-3, 144, 16, "sqrt", noise_scale=16.0) < peak_lr(1e-3, 144, 16, "sqrt")
 
 
+def test_a_run_given_the_measured_noise_scale_plans_the_saturated_rate():
+    # cpu run 3: batch 143 against 16, run 1's B_noise at its end ~88 sequences: k = 6.5 / 1.62 ~ 4, rate ~ 2x, not 3x
+    cpu = get_profile("cpu")
+    kw = dict(profile="cpu", trunk="midpoint_rev", batch_size=143, train_tokens=150 * 143 * cpu.seq_len,
+              lr_scaling="sqrt")
+    plain, saturated = plan_run(TrainConfig(**kw)), plan_run(TrainConfig(**kw, noise_scale=88.0))
+    assert plain.lr == pytest.approx(cpu.lr * math.sqrt(143 / 16))
+    assert saturated.lr == pytest.approx(cpu.lr * math.sqrt((1 + 88 / 16) / (1 + 88 / 143)))
+    assert 1.9 * cpu.lr < saturated.lr < 2.1 * cpu.lr
+    assert saturated.min_lr == pytest.approx(cpu.min_lr * saturated.lr / cpu.lr)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: peak_lr(1e-3, 32, 16, "cubic"), "unknown lr_scaling"),
     (lambda: batch_ratio(32, 16, 0.0), "noise_scale must be > 0"),

@@ -55,22 +55,24 @@ RECIPE = Cell("sqrt", True)   # what every run uses: the square-root rate, the f
 
 
 def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | Path = "results",
-                 data_dir: str | Path = "data", seed: int = 0, progress: bool = True) -> pd.DataFrame:
+                 data_dir: str | Path = "data", seed: int = 0, noise_scale: float | None = None,
+                 progress: bool = True) -> pd.DataFrame:
     """Train every cell of `CELLS` for `sweep_steps` steps at `batch` with the `trunk` settings; one row per cell:
-    its peak rate, warm-up steps, loss at the end and its state (learnt, stalled, diverged)."""
+    its peak rate, warm-up steps, loss at the end and its state (learnt, stalled, diverged). Given a measured
+    `noise_scale`, the square-root cells saturate beyond it, as the runs do."""
     prof = get_profile(profile)
     steps = sweep_steps(prof)
     per_step = batch * prof.seq_len
     rows = []
     for cell in CELLS:
-        lr = peak_lr(prof.lr, batch, prof.batch_size, cell.lr_rule)
+        lr = peak_lr(prof.lr, batch, prof.batch_size, cell.lr_rule, noise_scale)
         floor = WARMUP_FLOOR_STEPS if cell.floor else 1
         row = {"cell": cell.name, "peak lr": lr, "rate": cell.lr_rule, "warm-up": "floor" if cell.floor else "tokens",
                "warm-up steps": warmup_steps(prof.warmup_tokens, per_step, steps, floor), "recipe": cell == RECIPE}
         try:
             s = train_run(f"{SWEEP_DIR}/{cell.name}", prof, results, data_dir, progress=progress, seed=seed,
                           batch_size=batch, train_tokens=steps * per_step, lr_scaling=cell.lr_rule,
-                          warmup_floor=floor, **train_kwargs(trunk))
+                          noise_scale=noise_scale, warmup_floor=floor, **train_kwargs(trunk))
         except TrainingDiverged:
             rows.append(row | {"val loss": np.nan, "state": "diverged"})
             continue
