@@ -161,6 +161,11 @@ class GPTConfig:
         d["keep"] = list(self.keep)
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "GPTConfig":
+        """The config `to_dict` wrote (a run's config.json or checkpoint): the one way back from a saved model."""
+        return cls(**d)
+
 
 MIN_POS_CHUNK = 64
 

@@ -242,7 +242,7 @@ def load_model(run_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
         raise ValueError(f"no checkpoint at {path}: train the run first")
     ckpt = torch.load(path, map_location=device, weights_only=True)
     cfg = ckpt["model_config"]
-    model = GPT(GPTConfig(**{**cfg, "keep": tuple(cfg.get("keep", ()))}))
+    model = GPT(GPTConfig.from_dict(cfg))
     model.load_state_dict(ckpt["model"])
     return model.to(device)
 

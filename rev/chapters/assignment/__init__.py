@@ -22,7 +22,8 @@ from .noise import (NOISE_FILE, NOISE_SIZES, PREDICTION_NATS, measure_noise, noi
                     NoiseSizes, predict, Prediction, prediction_lines, prediction_table, verdicts)
 from .recipe import CELLS, RECIPE, SWEEP_DIR, SWEEP_STEPS, Cell, plot_sweep, recipe_sweep, sweep_finding, sweep_steps
 from .takeaways import (against_prediction, batch_lesson, depth_finding, loss_verdict, max_batch_takeaways,
-                        runs_against_bench, same_batch_speed, same_batch_takeaways, SameBatchSpeed, speed_finding,
+                        memory_spend_finding, runs_against_bench, same_batch_speed, same_batch_takeaways,
+                        SameBatchSpeed, speed_finding,
                         speed_table, speed_verdict, spike_finding, stalled_start)
 from .exercises import (COMPARE_CASES, LINE_CASES, SEARCH_CASES, check_bisection, check_compare_speeds,
                         check_max_batch_from_line, check_speed_ratio, check_unigram_loss, memory_split,
@@ -37,7 +38,8 @@ __all__ = ["FASTER", "SLOWER", "TOO_NOISY", "baseline_takeaways", "compare_speed
            "NoiseSizes", "predict", "Prediction", "prediction_lines", "prediction_table", "verdicts", "CELLS",
            "RECIPE", "SWEEP_DIR", "SWEEP_STEPS", "Cell", "plot_sweep", "recipe_sweep", "sweep_finding", "sweep_steps",
            "against_prediction", "batch_lesson", "depth_finding", "loss_verdict", "max_batch_takeaways",
-           "runs_against_bench", "same_batch_speed", "same_batch_takeaways", "SameBatchSpeed", "speed_finding",
+           "memory_spend_finding", "runs_against_bench", "same_batch_speed", "same_batch_takeaways",
+           "SameBatchSpeed", "speed_finding",
            "speed_table", "speed_verdict", "spike_finding", "stalled_start", "COMPARE_CASES", "LINE_CASES",
            "SEARCH_CASES", "check_bisection", "check_compare_speeds", "check_max_batch_from_line", "check_speed_ratio",
            "check_unigram_loss", "memory_split", "predicted_speed_ratio", "trunk_flop_share"]

@@ -104,7 +104,7 @@ def memory_split(summary: dict) -> dict[str, float]:
     """A run's step peak split into the static part (parameters, gradients, Adam state) and the rest
     (activations, temporaries, logits), in MiB."""
     mc = summary["model_config"]
-    static = static_bytes(GPTConfig(**{**mc, "keep": tuple(mc.get("keep", ()))}))
+    static = static_bytes(GPTConfig.from_dict(mc))
     return {"peak_MiB": summary["peak_memory_bytes"] / 2**20, "static_MiB": static / 2**20,
             "activations_MiB": (summary["peak_memory_bytes"] - static) / 2**20}
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ...core.model import GPT
+from ...core.model import GPT, GPTConfig
 from ...engine.files import read_json, write_json
 from ...engine.noise_scale import gradient_noise_scale, steps_ratio, tokens_ratio
 from ...engine.profiles import ProfileLike, get_profile
@@ -31,6 +31,7 @@ from ..shared.runs import profile_dir
 
 NOISE_FILE = "noise_scale.json"
 PREDICTION_NATS = 0.1   # how close a prediction that ignores the lr schedules is expected to come
+RUN1_END = "run 1, end"  # the measured point the predictions use
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def noise_sizes(profile: ProfileLike) -> NoiseSizes:
 def _points(profile: ProfileLike, results: str | Path) -> list[tuple[str, str, Path | None]]:
     """(label, run, checkpoint folder or None for run 1's initial weights) of each point that can be measured."""
     folder = profile_dir(results, profile)
-    points = [("run 1, step 0", "run1_baseline", None), ("run 1, end", "run1_baseline", folder / "run1_baseline")]
+    points = [("run 1, step 0", "run1_baseline", None), (RUN1_END, "run1_baseline", folder / "run1_baseline")]
     if (folder / "run2_reversible_same_batch" / "ckpt.pt").exists():
         points.append(("run 2, end", "run2_reversible_same_batch", folder / "run2_reversible_same_batch"))
     return points
@@ -61,12 +62,9 @@ def _points(profile: ProfileLike, results: str | Path) -> list[tuple[str, str, P
 
 def _initial_model(run_dir: Path) -> GPT:
     """Run 1's weights before its first update: `train` seeds torch with the run's seed, then builds the model."""
-    from ...core.model import GPTConfig
-
     cfg = read_json(run_dir / "config.json")
     torch.manual_seed(cfg["train"]["seed"])
-    mc = cfg["model"]
-    return GPT(GPTConfig(**{**mc, "keep": tuple(mc.get("keep", ()))}))
+    return GPT(GPTConfig.from_dict(cfg["model"]))
 
 
 def measure_noise(profile: ProfileLike, results: str | Path = "results", data_dir: str | Path = "data",
@@ -100,7 +98,7 @@ def measure_noise(profile: ProfileLike, results: str | Path = "results", data_di
 def noise_scale_for_predictions(noise: pd.DataFrame) -> float:
     """The B_noise the predictions use: run 1's at its end (it grows as the loss falls; run 3 spends most of its
     steps nearer run 1's end than its start)."""
-    value = float(noise.loc["run 1, end", "B_noise (sequences)"])
+    value = float(noise.loc[RUN1_END, "B_noise (sequences)"])
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"run 1's measured noise scale is {value}: measure with more groups (NOISE_SIZES)")
     return value

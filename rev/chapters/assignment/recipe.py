@@ -22,6 +22,7 @@ from ...engine.optim import WARMUP_FLOOR_STEPS, peak_lr, warmup_steps
 from ...engine.profiles import ProfileLike, get_profile
 from ...engine.train import TrainingDiverged
 from ..shared.run_log import read_log, run_start
+from ..screening.rule import LOSS_TIE
 from ..shared.runs import profile_dir, train_run
 from .searches import train_kwargs
 
@@ -68,7 +69,8 @@ def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | P
         lr = peak_lr(prof.lr, batch, prof.batch_size, cell.lr_rule, noise_scale)
         floor = WARMUP_FLOOR_STEPS if cell.floor else 1
         row = {"cell": cell.name, "peak lr": lr, "rate": cell.lr_rule, "warm-up": "floor" if cell.floor else "tokens",
-               "warm-up steps": warmup_steps(prof.warmup_tokens, per_step, steps, floor), "recipe": cell == RECIPE}
+               "warm-up steps": warmup_steps(prof.warmup_tokens, per_step, steps, floor),
+               "recipe": "the recipe" if cell == RECIPE else ""}
         try:
             s = train_run(f"{SWEEP_DIR}/{cell.name}", prof, results, data_dir, progress=progress, seed=seed,
                           batch_size=batch, train_tokens=steps * per_step, lr_scaling=cell.lr_rule,
@@ -110,20 +112,27 @@ def plot_sweep(sweep: pd.DataFrame):
     return fig
 
 
-def sweep_finding(sweep: pd.DataFrame) -> str:
-    """What the sweep says about the recipe, in words computed from its rows."""
+def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) -> str:
+    """What the sweep says about the recipe, in words computed from its rows (`steps`: each cell's length)."""
     ok = sweep[sweep["state"] == "learnt"]
-    recipe = sweep[sweep["recipe"]].iloc[0]
+    recipe = sweep[sweep["recipe"] != ""].iloc[0]
     bad = [f"{name} ({r['state']})" for name, r in sweep.iterrows() if r["state"] != "learnt"]
-    lines = []
+    length = f"{steps} steps" if steps else "a few steps"
+    lines = [f"Each cell is one seed ({seed}) and {length}, its cosine ending at its own last step: the sweep ranks "
+             f"recipes over a short horizon, and a gap under {LOSS_TIE} nats is a tie."]
     if recipe["state"] != "learnt":
         lines.append(f"The recipe's own cell {recipe['state']}: the rule does not hold at this batch.")
-    elif len(ok) and recipe["val loss"] <= ok["val loss"].min() + 1e-12:
-        lines.append(f"The recipe's cell ends lowest, at {recipe['val loss']:.3f} nats after its steps.")
     else:
         best = ok["val loss"].idxmin()
-        lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, {recipe['val loss'] - ok.loc[best, 'val loss']:.3f} "
-                     f"above the lowest cell ({best}, {ok.loc[best, 'val loss']:.3f}): on this evidence the rule "
-                     f"is not the best of these, and the runs below use it anyway, as the same recipe for every profile.")
+        gap = recipe["val loss"] - ok.loc[best, "val loss"]
+        if gap <= 1e-12:
+            lines.append(f"The recipe's cell ends lowest, at {recipe['val loss']:.3f} nats.")
+        elif gap <= LOSS_TIE:
+            lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, a tie with the lowest ({best}, "
+                         f"{gap:.3f} below it).")
+        else:
+            lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, {gap:.3f} above the lowest "
+                         f"({best}): here the rule is not the best of these; the runs below keep it, the one recipe "
+                         f"every profile uses, and the lowest of four short runs is flattered by being picked.")
     lines.append("Cells that did not learn: " + ", ".join(bad) + "." if bad else "Every cell learnt.")
     return " ".join(lines)

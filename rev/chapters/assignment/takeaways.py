@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ...core.reversible import RECON_LIMIT
 from ...engine.maxbatch import MaxDepth
+from ...engine.noise_scale import steps_ratio, tokens_ratio
 from ...engine.optim import WARMUP_FLOOR_STEPS
 from ..shared.results import deep_capped, loss_head_finding, number, stream_reliability
 from ..shared.run_log import PLATEAU_NATS, run_start, val_loss_at
@@ -246,6 +247,43 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
         verdict = speed_verdict(speed, f"run 3 (batch {b3})", f"run 1b (batch {b1})")
         lines.append(f"On this machine, per token: {verdict} (a different trunk as well, whose backward does more "
                      f"work).")
+    return _bullets(lines)
+
+
+def memory_spend_finding(noise_scale: float, run1: dict, run2: dict | None, run3: dict, run4: dict,
+                         deep: MaxDepth) -> str:
+    """Where the freed memory should go, batch (run 3) or depth (run 4): the noise-scale model's reason first, then
+    both runs at equal tokens against the run that differs from each in that one thing, run 2 (the same trunk at
+    the profile's batch and depth; run 1 when run 2 is missing, which changes the trunk too), with the same tie
+    margin as every loss verdict (one seed)."""
+    b1, b3 = run1["batch_size"], run3["batch_size"]
+    steps_cut = 1 / steps_ratio(b3, b1, noise_scale)      # how many of run 1's steps one of run 3's is worth
+    token_cost = tokens_ratio(b3, b1, noise_scale)        # how many of run 1's tokens run 3 needs per one
+    side = "above" if b3 > noise_scale else "below"
+    lines = [f"The noise scale says where the memory pays. Run 1's B_noise is {noise_scale:.0f} sequences; run 3's "
+             f"batch {b3} is {side} it, so one of its steps is worth {steps_cut:.2f} of a step at batch {b1}, but it "
+             f"needs {token_cost:.2f}x the tokens for the same loss. Spent on batch, the memory buys fewer steps "
+             f"(time, where a step's time barely grows with the batch) and costs tokens; spent on depth, at batch "
+             f"{b1}, every token keeps its worth and the question is only whether {deep.n_layer} layers learn more "
+             f"from them than {run1['n_layer']}."]
+    ref, name = (run2, "run 2") if run2 is not None else (run1, "run 1 (a different trunk as well)")
+    t3, v3, r3 = _equal_tokens(run3, ref)
+    t4, v4, r4 = _equal_tokens(run4, ref)
+    if None in (v3, r3, v4, r4):
+        lines.append(f"The logs cannot set both runs beside {name} at equal tokens.")
+        return _bullets(lines)
+    d3, d4 = v3 - r3, v4 - r4
+    lines.append(f"Measured at equal tokens against {name}, one seed each: the batch (run 3, at {t3:,} tokens) "
+                 f"{d3:+.3f} nats, {loss_verdict(d3, 'run 3', name.split(' (')[0])}; the depth (run 4, at {t4:,} "
+                 f"tokens) {d4:+.3f} nats, {loss_verdict(d4, 'run 4', name.split(' (')[0])}.")
+    if abs(d3 - d4) <= LOSS_TIE:
+        lines.append(f"Neither spending beat the other by more than {LOSS_TIE} nats at a fixed token budget.")
+    else:
+        where = "depth" if d4 < d3 else "batch"
+        why = (f": above B_noise a token of the larger batch is worth 1/{token_cost:.2f} of one at batch {b1}, and a "
+               f"fixed token budget charges for exactly that" if where == "depth" and b3 > noise_scale else "")
+        lines.append(f"At a fixed token budget the memory was better spent on {where}, by {abs(d3 - d4):.3f} "
+                     f"nats{why}.")
     return _bullets(lines)
 
 

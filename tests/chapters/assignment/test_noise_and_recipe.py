@@ -53,17 +53,20 @@ def _sweep(losses: dict, states: dict | None = None) -> pd.DataFrame:
         state = (states or {}).get(cell.name, "learnt")
         rows.append({"cell": cell.name, "peak lr": 2e-3 if cell.lr_rule == "none" else 6e-3, "rate": cell.lr_rule,
                      "warm-up": "floor" if cell.floor else "tokens", "warm-up steps": 20 if cell.floor else 2,
-                     "recipe": cell == RECIPE, "val loss": losses[cell.name], "state": state})
+                     "recipe": "the recipe" if cell == RECIPE else "", "val loss": losses[cell.name], "state": state})
     return pd.DataFrame(rows).set_index("cell")
 
 
 def test_the_sweep_reading_follows_its_numbers():
     names = [c.name for c in CELLS]
     best = _sweep(dict(zip(names, [5.0, 4.9, 5.8, 4.5])), {names[2]: "stalled"})
-    text = sweep_finding(best)
+    text = sweep_finding(best, steps=30, seed=3)
     assert "recipe's cell ends lowest, at 4.500" in text and f"{names[2]} (stalled)" in text
+    assert "one seed (3) and 30 steps" in text
     worse = _sweep(dict(zip(names, [4.4, 4.9, 5.8, 4.5])))
-    assert "0.100 above the lowest cell (lr-none_warmup-tokens" in sweep_finding(worse)
+    assert "0.100 above the lowest (lr-none_warmup-tokens" in sweep_finding(worse)
+    tie = _sweep(dict(zip(names, [4.49, 4.9, 5.8, 4.5])))
+    assert "a tie with the lowest (lr-none_warmup-tokens, 0.010 below it)" in sweep_finding(tie)
     broke = _sweep(dict(zip(names, [4.4, 4.9, 5.8, float("nan")])), {RECIPE.name: "diverged"})
     assert "recipe's own cell diverged" in sweep_finding(broke)
     assert len(plot_sweep(best).axes[0].texts) == 4

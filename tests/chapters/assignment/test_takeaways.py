@@ -128,6 +128,26 @@ def test_the_depth_finding_says_when_the_deeper_model_lost(tmp_path):
     assert "not in the results" in T.depth_finding(run1, None, lost, _deep())
 
 
+def test_where_the_memory_went_reads_batch_and_depth_against_run_2_at_equal_tokens(tmp_path):
+    run1 = make_run(tmp_path, "run1_baseline", "residual", val=5.0)
+    run2 = make_run(tmp_path, "run2_reversible_same_batch", val=4.9)
+    # run 3: batch 64 on run 2's tokens in 5 steps; B_noise 16 puts it above: a step worth 2.40 of one at batch 8,
+    # 3.33x the tokens for the same loss
+    runs = {}
+    for case, (v3, v4) in {"depth": (5.2, 4.6), "batch": (4.5, 5.0), "tie": (4.9, 4.91)}.items():
+        root = tmp_path / case
+        runs[case] = (make_run(root, "run3_reversible_max_batch", batch=64, steps=5, eval_every=1, val=v3),
+                      make_run(root, "run4_reversible_deep", n_layer=6, val=v4))
+    depth, batch, tie = (T.memory_spend_finding(16.0, run1, run2, *runs[c], _deep()) for c in ("depth", "batch", "tie"))
+    assert "worth 2.40 of a step at batch 8" in depth and "3.33x the tokens" in depth
+    assert "better spent on depth, by 0.600 nats" in depth and "worth 1/3.33 of one" in depth
+    assert "run 3 lost by 0.300 nats" in depth and "run 4 won by 0.300 nats" in depth
+    assert "better spent on batch, by 0.500 nats" in batch and "1/3.33" not in batch
+    assert "Neither spending beat the other" in tie
+    alone = T.memory_spend_finding(16.0, run1, None, *runs["depth"], _deep())
+    assert "against run 1 (a different trunk as well)" in alone
+
+
 def test_a_loss_spike_is_found_where_it_happens_and_commented(tmp_path):
     calm = [6.0 - 0.01 * s + 0.02 * (s % 3) for s in range(80)]
     spiky = list(calm)
