@@ -98,7 +98,9 @@ class GPTConfig:
     split_heads: bool = False
     # sequences per batch slice in the reversible trunks and residual_ckpt: the trunk runs (forward, recompute
     # and backward) over slices of the batch, so one block evaluation holds one slice's activations, whatever
-    # the batch. "auto" picks `auto_batch_slice(seq_len)`, 0 or None runs the whole batch at once
+    # the batch. "auto" is the policy of `rev.engine.slicing`: on a CPU `auto_batch_slice(seq_len)` (what a model
+    # built from this config runs), on a GPU what the budget needs, set by training and the max-batch search;
+    # 0 or None runs the whole batch at once
     batch_slice: int | str | None = "auto"
 
     def __post_init__(self) -> None:

@@ -24,6 +24,7 @@ from .memory import MemoryLine, training_step_memory
 from ..core.loss import LOSS_HEADS
 from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, is_reversible, pos_chunk_arg, trunk_spec
 from .ledger import format_ledger, sequence_ledger
+from .slicing import as_planned, plan_slices
 
 DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
 
@@ -165,11 +166,13 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
     runs = []
     for cfg in tqdm(bench_configs(geometry, trunks, heads, pos_chunks, split_heads, batch_slices), desc="memory",
                     disable=not progress):
+        slicing = plan_slices(cfg, batch, dev.type)   # no budget here: on a GPU "auto" runs the batch whole
+        cfg = as_planned(cfg, slicing, dev.type)
         model, opt, step = make_training_step(cfg, batch, dev, dtype)
         step()  # optimizer state exists from here on, as in training
         mem = training_step_memory(model, opt, step, dev)
         row = run_label(cfg) | dict(peak_bytes=mem.peak_bytes, static_bytes=mem.static_bytes,
-                                    activation_bytes=mem.activation_bytes)
+                                    activation_bytes=mem.activation_bytes, slices=slicing.slices)
         if per_sequence:
             peak2 = step_peak(cfg, 2 * batch, dev, dtype)
             line = MemoryLine.through(batch, mem.peak_bytes, 2 * batch, peak2)
@@ -228,6 +231,8 @@ def bench_depths(geometry: dict, batch: int, depths=(4, 8, 16, 32), trunks=DEPTH
 def _run_name(r: dict) -> str:
     chunk = "-" if r["pos_chunk"] is None else str(r["pos_chunk"] or "off")
     rows = "-" if r.get("batch_slice") is None else str(r["batch_slice"] or "off")
+    if r.get("slices", 1) > 1:
+        rows += f"x{r['slices']}"
     return f"{r['trunk']:<14}{r['head']:<9}{chunk + ('+heads' if r['split_heads'] else ''):<11}{rows:<7}"
 
 
@@ -255,8 +260,8 @@ def format_report(res: dict, depth: dict | None = None) -> str:
     grad_err = all("grad_error" in r for r in rows) and bool(rows)
     lines = [f"device: {res['device']}   torch {res['torch']}   batch {res['batch']}   geometry {res['geometry']}",
              "chunk: positions per chunk in the recompute (- stored trunk, off: whole sequence; +heads: attention "
-             "head by head); slice: sequences per batch slice (off: the whole batch); ratios (/res) are to residual "
-             f"with the same loss head; [quartiles] over {res['steps']} interleaved rounds",
+             "head by head); slice: sequences per batch slice x slices per step (off: the whole batch); ratios "
+             f"(/res) are to residual with the same loss head; [quartiles] over {res['steps']} interleaved rounds",
              f"{'trunk':<14}{'head':<9}{'chunk':<11}{'slice':<7}{'peak MiB':>9}{'act MiB':>9}"
              + (f"{'MiB/seq':>9}" if per_seq else "")
              + f"{'tok/s':>8} {'[quartiles]':<13}{'peak/res':>9}{'act/res':>9}{'speed/res':>10} {'[quartiles]':<13}"

@@ -28,6 +28,7 @@ corpus (preparing 55M TinyStories tokens does not fit the time), and the table s
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import tempfile
 import time
@@ -43,7 +44,7 @@ from .cli import file_arg, folder_arg, positive_int
 from .corpus import profile_folder
 from .device import amp_dtype, autocast, describe, pick_device
 from .files import write_json
-from .maxbatch import find_max_batch, measure_probe
+from .maxbatch import MaxBatch, find_max_batch, measure_probe
 from .memory import training_step_memory
 from .profiles import PROFILES, get_profile
 from .train import TrainConfig, load_model, train
@@ -53,6 +54,7 @@ from ..core.reversible import RECON_LIMIT, reconstruction_error
 
 ASSIGNMENT = "t4"                   # the profile with the assignment geometry (d=384, L=10, T=512, 8K vocab)
 MAXBATCH_TRUNKS = ("residual", "reveuler_rev", "midpoint_rev")
+SLICED_TRUNK = "midpoint_rev"       # the slicing rows' trunk: the screening's usual pick
 # Largest relative gradient gap to the stored twin, by autocast dtype. Fixed stream: the rebuilt states are
 # bit-identical, so only the order of rounding may differ; the CPU suite's bf16 bound for both half types
 # (forgetting the autocast replay gives ~8e-3 in bf16 but only ~8e-4 in fp16, so fp16 needs it this tight).
@@ -365,13 +367,52 @@ def bench_rows(device: torch.device) -> list[Row]:
             for r in res["runs"]]
 
 
-def max_batch_rows(device: torch.device) -> list[Row]:
+@functools.lru_cache(maxsize=2)
+def _assignment_max_batches(device: str) -> dict[str, MaxBatch]:
+    """Each of `MAXBATCH_TRUNKS`' max batch at the assignment geometry, searched once per device."""
     prof = get_profile(ASSIGNMENT)
-    found = {t: find_max_batch(prof.model_config(t), None, str(device), start=prof.batch_size,
-                               limit=4096, progress=False) for t in MAXBATCH_TRUNKS}
+    return {t: find_max_batch(prof.model_config(t), None, device, start=prof.batch_size, limit=4096, progress=False)
+            for t in MAXBATCH_TRUNKS}
+
+
+def max_batch_rows(device: torch.device) -> list[Row]:
+    found = _assignment_max_batches(str(device))
     base = found["residual"].batch
     return [Row(f"max batch {t}", "info", f"{r.batch} ({r.batch / base:.2f}x residual) under "
-                f"{r.budget_bytes / 2**30:.1f} GiB, {len(r.probes)} probes", 0.0) for t, r in found.items()]
+                f"{r.budget_bytes / 2**30:.1f} GiB, {len(r.probes)} probes; each step {r.slicing.describe()}", 0.0)
+            for t, r in found.items()]
+
+
+def slicing_rows(device: torch.device, trunk: str = SLICED_TRUNK, small_batch: int = 16) -> list[Row]:
+    """What the slice policy buys at the max batch, timed in interleaved rounds (`bench_trunks`): the planned
+    slicing against slices of 2 sequences (the fixed 1,024 rows the policy replaced, at T = 512), the reversible
+    trunk at its max batch against the residual at its own, time per token at the max batch against `small_batch`,
+    and the planned step's measured peak against the budget."""
+    prof = get_profile(ASSIGNMENT)
+    geometry = {k: getattr(prof, k) for k in ("vocab_size", "seq_len", "n_layer", "n_head", "d_model")}
+    found = _assignment_max_batches(str(device))
+    r, b = found[trunk], found[trunk].batch
+    bench = lambda batch, trunks, slices=("auto",): bench_trunks(  # noqa: E731
+        geometry, batch, trunks=trunks, steps=3, device=str(device), progress=False, batch_slices=slices)["runs"]
+    runs = bench(b, (trunk,), (r.slicing.batch_slice, 2))
+    planned, forced = runs[0], runs[-1]
+    base = bench(found["residual"].batch, ("residual",))[0]
+    small = bench(small_batch, (trunk,))[0]
+    tps = lambda row: f"{row['tokens_per_s']:,.0f} tok/s"  # noqa: E731
+    fits = planned["peak_bytes"] <= r.budget_bytes
+    return [
+        Row(f"{trunk} at max batch {b}: planned vs 2-sequence slices", "info",
+            f"{tps(planned)} ({r.slicing.describe()}) vs {tps(forced)}: "
+            f"{planned['tokens_per_s'] / forced['tokens_per_s']:.2f}x", 0.0),
+        Row(f"{trunk} at max batch vs residual at its own", "info",
+            f"{tps(planned)} at batch {b} vs {tps(base)} at batch {found['residual'].batch}: "
+            f"{planned['tokens_per_s'] / base['tokens_per_s']:.2f}x", 0.0),
+        Row(f"{trunk} time per token, batch {b} vs {small_batch}", "info",
+            f"{1e6 / planned['tokens_per_s']:.2f} vs {1e6 / small['tokens_per_s']:.2f} us per token: "
+            f"{small['tokens_per_s'] / planned['tokens_per_s']:.2f}x", 0.0),
+        Row(f"{trunk} planned step within the budget", "pass" if fits else "FAIL",
+            f"peak {planned['peak_bytes'] / 2**20:,.0f} MiB of {r.budget_bytes / 2**20:,.0f} MiB at batch {b}", 0.0),
+    ]
 
 
 def check_profile(data_dir: Path) -> tuple[str, str]:
@@ -454,10 +495,13 @@ def gpucheck(device: torch.device, data_dir: Path, reversible: str = "reveuler_r
         (lambda: resume_row(device, data_dir), "resume vs uninterrupted", True),
         (lambda: bench_rows(device), "bench", False),
         (lambda: max_batch_rows(device), "max batch", False),
+        (lambda: slicing_rows(device), "batch slicing at the max batch",
+         "needs a CUDA GPU: the slice policy measures there; a CPU keeps its 1,024-row slices"),
         (lambda: train_rows(device, data_dir, reversible, steps), "train", False),
     ]
     return [row for fn, name, on_cpu in checks
-            for row in (_timed(fn, name) if cuda or on_cpu else [Row(name, "skip", "needs a CUDA GPU", 0.0)])]
+            for row in (_timed(fn, name) if cuda or on_cpu is True else
+                        [Row(name, "skip", on_cpu or "needs a CUDA GPU", 0.0)])]
 
 
 def format_table(rows: list[Row], header: str) -> str:

@@ -12,6 +12,11 @@ Adam's state, the second is measured), so what is measured is what training will
 The same measured search also finds the deepest model that fits at a fixed batch (`find_max_depth`), and two
 probes give a straight-line memory model (`rev.engine.memory.MemoryLine`) that predicts the max batch before any
 search runs; its slope through a search's two largest fitting probes is the measured memory per sequence.
+
+Slicing (`rev.engine.slicing`): on a GPU, with `batch_slice="auto"`, a batch fits when its thinnest slicing (one
+sequence a slice) does, and the result carries the slicing a step at the batch found needs (`measured_slices`: the
+fewest slices that fit, by the same probes); on a CPU every probe runs the CPU's fixed slices, which the result
+reports too. Training at that batch runs the same plan.
 """
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, pos_chunk_arg
 from ..core.streams import STREAMS
 from .profiles import get_profile
 from .files import write_json
+from .search import largest_fitting  # noqa: F401  (the search lives there; this module's name for it)
+from .slicing import SlicePlan, plan_slices, recomputes
 
 
 @dataclass
@@ -57,6 +64,7 @@ class MaxBatch:
     batch: int
     budget_bytes: int
     probes: list[Probe] = field(default_factory=list)
+    slicing: SlicePlan | None = None   # how a step at `batch` slices it (`rev.engine.slicing`)
 
     def memory_line(self) -> MemoryLine | None:
         """The line through the two largest fitting probes (where activations dominate most), or None with
@@ -68,7 +76,8 @@ class MaxBatch:
         line = self.memory_line()
         return {"trunk": self.trunk, "batch": self.batch, "budget_bytes": self.budget_bytes,
                 "probes": [vars(p) for p in self.probes],
-                "bytes_per_sequence": None if line is None else line.bytes_per_sequence}
+                "bytes_per_sequence": None if line is None else line.bytes_per_sequence,
+                "slicing": None if self.slicing is None else self.slicing.to_dict()}
 
 
 @dataclass
@@ -131,54 +140,14 @@ def _measure(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: in
     return measure_probe(lambda: step_peak(cfg, batch, device, dtype), budget, device)
 
 
-def largest_fitting(fits: Callable[[int], bool], start: int, limit: int, gallop: bool = False) -> int:
-    """Largest n in [1, limit] with fits(n), assuming fits is monotone (true up to some n, false after):
-    double from `start` until a miss (or bisect below `start` if it already misses), then bisect.
-
-    With `gallop`, `start` is a guess thought to be close (a memory line's prediction): steps of 1, 2, 4, ...
-    away from it, up while probes fit or down while they miss, then bisection; two probes when the guess is
-    right, about 2 log2(error) when it is off."""
-    lo, hi = 0, limit + 1          # invariant: lo fits (0 = none known), hi does not
-    n = min(start, limit)
-    if gallop:
-        lo, hi = _gallop(fits, n, limit)
-    elif not fits(n):
-        hi = n
-    else:
-        lo = n
-        while lo < limit:
-            n = min(2 * lo, limit)
-            if not fits(n):
-                hi = n
-                break
-            lo = n
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _gallop(fits: Callable[[int], bool], n: int, limit: int) -> tuple[int, int]:
-    """(lo, hi) with fits(lo) (or lo = 0) and not fits(hi) (or hi = limit + 1), found by steps of 1, 2, 4, ... from n."""
-    step = 1
-    if fits(n):
-        lo = n
-        while lo < limit:
-            nxt = min(lo + step, limit)
-            if not fits(nxt):
-                return lo, nxt
-            lo, step = nxt, 2 * step
-        return lo, limit + 1
-    hi = n
-    while hi > 1:
-        nxt = max(hi - step, 1)
-        if fits(nxt):
-            return nxt, hi
-        hi, step = nxt, 2 * step
-    return 0, hi
+def measured_slices(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int | None = None) -> SlicePlan:
+    """`rev.engine.slicing.plan_slices` for `cfg` at `batch` on `device`; on CUDA each candidate slicing is a
+    measured probe (a real step, its peak against `budget`, default `cuda_budget`)."""
+    if device.type != "cuda" or cfg.batch_slice != "auto" or not recomputes(cfg):
+        return plan_slices(cfg, batch, device.type)
+    budget = cuda_budget(device) if budget is None else budget
+    fits = lambda s: _measure(dataclasses.replace(cfg, batch_slice=s), batch, device, dtype, budget)[1]  # noqa: E731
+    return plan_slices(cfg, batch, device.type, fits)
 
 
 def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
@@ -232,12 +201,17 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
                          f"({floor / 2**20:.1f} MiB for parameters, gradients and Adam state): raise the budget")
     result = MaxBatch(cfg.trunk, 0, budget_bytes)
     record = lambda b, peak, fits: result.probes.append(Probe(b, peak, fits))  # noqa: E731
-    measure = lambda b: _measure(cfg, b, dev, dtype, budget_bytes)  # noqa: E731
+    # on a GPU "auto" slices only as far as memory forces it, so a batch fits when its thinnest slicing does; the
+    # slicing the step needs at the batch found is then planned (and measured) once, below
+    frugal = dev.type == "cuda" and cfg.batch_slice == "auto" and recomputes(cfg)
+    probe_cfg = dataclasses.replace(cfg, batch_slice=1) if frugal else cfg
+    measure = lambda b: _measure(probe_cfg, b, dev, dtype, budget_bytes)  # noqa: E731
     if guess:
         start = _line_guess(measure, record, max(1, start), limit, budget_bytes)
     result.batch = _search(f"max batch {cfg.trunk}", measure, record, start, limit, progress, gallop=guess)
     if result.batch == 0:
         raise ValueError(f"not even batch 1 fits in {budget_bytes / 2**20:.1f} MiB for trunk {cfg.trunk!r}")
+    result.slicing = measured_slices(cfg, result.batch, dev, dtype, budget_bytes)
     return result
 
 
@@ -323,7 +297,7 @@ def run_cli(args: argparse.Namespace) -> int:
         per_seq = "" if line is None else f", {line.bytes_per_sequence / 2**20:.2f} MiB per sequence"
         print(f"{trunk}: max batch {r.batch} under {r.budget_bytes / 2**20:.0f} MiB "
               f"({len(r.probes)} probes{per_seq}; {stream} stream, {args.loss_head} head, pos_chunk "
-              f"{run_label(cfg)['pos_chunk']}, batch slice {run_label(cfg)['batch_slice']})")
+              f"{run_label(cfg)['pos_chunk']}); each step runs {r.slicing.describe()} ({r.slicing.reason})")
     if "residual" in results and len(results) > 1:
         for t, r in results.items():
             if t != "residual":

@@ -44,6 +44,8 @@ from .cli import device_arg, folder_arg, positive_float, positive_int
 from .files import atomic_path, read_json, write_json
 from .optim import LR_SCALINGS, WARMUP_FLOOR_STEPS, adamw, lr_at, peak_lr, warmup_steps
 from .device import amp_dtype, autocast, describe, pick_device
+from .maxbatch import measured_slices
+from .slicing import as_planned
 from .memory import peak_memory, state_tensors
 from ..core.model import GPT, TRUNKS, GPTConfig, trunk_spec
 from .profiles import Profile, ProfileLike, get_profile
@@ -343,9 +345,14 @@ def train(cfg: TrainConfig) -> dict:
     ckpt = _auto_checkpoint(ckpt_path, plan, key) if cfg.resume == "auto" else \
         load_checkpoint(ckpt_path, plan.model) if cfg.resume else None
     data = ensure_data(plan.profile, plan.data_dir, cfg.progress and rank == 0)
+    # before the seed: on a GPU the plan's probes build models of their own
+    slicing = measured_slices(plan.model, plan.batch_size // world, device, dtype)
+    if rank == 0 and (slicing.slices > 1 or device.type == "cuda"):
+        print(f"each step runs {slicing.describe()} ({slicing.reason})")
 
     torch.manual_seed(cfg.seed)
-    model = GPT(plan.model).to(device)
+    # the run's settings keep "auto" (a slicing changes memory and time, not the model); the model runs the plan
+    model = GPT(as_planned(plan.model, slicing, device.type)).to(device)
     opt = adamw(model, plan.lr, plan.profile.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -439,6 +446,7 @@ def train(cfg: TrainConfig) -> dict:
     summary = _summarise(cfg, plan, model, data, device, dtype, log_rows, peak_bytes, timed_tokens, timed_s,
                          wall_before + time.perf_counter() - t_start, world, stopped)
     summary["run_key"] = key
+    summary["batch_slicing"] = slicing.to_dict()
     if writer and not stopped:
         write_json(plan.out_dir / "summary.json", summary)
     return summary

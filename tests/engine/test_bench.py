@@ -48,7 +48,7 @@ def test_batch_slices_lower_memory_per_sequence_and_the_ledger_accounts_for_it()
     lo, hi = sliced["tokens_per_s_quartiles"]
     assert lo <= hi and len(sliced["step_times"]) == 3
     text = format_report(res)
-    assert "reveuler_rev fused off 1 vs no batch slices: speed" in text and "[rounds" in text
+    assert "reveuler_rev fused off 1x8 vs no batch slices: speed" in text and "[rounds" in text   # 8 slices of 1
     assert "memory per sequence, MiB" in text and "state gradients" in text
 
 

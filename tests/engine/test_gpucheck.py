@@ -145,9 +145,39 @@ def test_without_cuda_the_gpu_rows_skip_and_the_doubles_run(monkeypatch):
     ran = []
     for name in ("grad_rows", "layout_row", "head_row", "scaler_skip_row", "fixed_recon_row", "flat_memory_row",
                  "relative_memory_row", "oom_row", "oom_backward_row", "resume_row", "bench_rows",
-                 "max_batch_rows", "train_rows"):
+                 "max_batch_rows", "slicing_rows", "train_rows"):
         monkeypatch.setattr(gpucheck, name, lambda *a, _n=name, **k: ran.append(_n) or gpucheck.Row(_n, "pass", "", 1.0))
     rows = gpucheck.gpucheck(CPU, Path("data"))
-    assert len(rows) == 13 and set(ran).isdisjoint({"oom_row", "bench_rows", "max_batch_rows", "train_rows"})
-    assert [r.verdict for r in rows].count("skip") == 4
+    gpu_only = {"oom_row", "bench_rows", "max_batch_rows", "slicing_rows", "train_rows"}
+    assert len(rows) == 14 and set(ran).isdisjoint(gpu_only)
+    assert [r.verdict for r in rows].count("skip") == 5
     assert all("needs a CUDA GPU" in r.figure for r in rows if r.verdict == "skip")
+    assert any("1,024-row slices" in r.figure for r in rows if r.verdict == "skip")
+
+
+def test_the_slicing_rows_set_the_planned_step_beside_forced_slices_and_the_budget(monkeypatch):
+    """The rows' arithmetic on made-up searches and timings (the figures themselves need a GPU)."""
+    from rev.engine.maxbatch import MaxBatch
+    from rev.engine.slicing import SlicePlan
+
+    found = {"residual": MaxBatch("residual", 20, 10 * 2**30),
+             "midpoint_rev": MaxBatch("midpoint_rev", 400, 10 * 2**30, slicing=SlicePlan(400, 100, 4, "fits"))}
+    monkeypatch.setattr(gpucheck, "_assignment_max_batches", lambda device: found)
+    speed = {(400, 100): 40_000.0, (400, 2): 10_000.0, (20, "auto"): 20_000.0, (16, "auto"): 8_000.0}
+
+    def bench_trunks(geometry, batch, trunks, batch_slices, **kw):
+        return {"runs": [{"trunk": trunks[0], "tokens_per_s": speed[(batch, s)], "peak_bytes": 9 * 2**30}
+                         for s in batch_slices]}
+
+    monkeypatch.setattr(gpucheck, "bench_trunks", bench_trunks)
+    rows = {r.check: r for r in gpucheck.slicing_rows(CPU)}
+    assert rows["midpoint_rev at max batch 400: planned vs 2-sequence slices"].figure.endswith(": 4.00x")
+    assert "4 slices of 100 sequences" in rows["midpoint_rev at max batch 400: planned vs 2-sequence slices"].figure
+    assert rows["midpoint_rev at max batch vs residual at its own"].figure.endswith(": 2.00x")
+    assert rows["midpoint_rev time per token, batch 400 vs 16"].figure.endswith(": 0.20x")
+    assert rows["midpoint_rev planned step within the budget"].verdict == "pass"
+    speed_over = dict(found)
+    speed_over["midpoint_rev"] = MaxBatch("midpoint_rev", 400, 8 * 2**30, slicing=SlicePlan(400, 100, 4, "fits"))
+    monkeypatch.setattr(gpucheck, "_assignment_max_batches", lambda device: speed_over)
+    assert {r.check: r for r in gpucheck.slicing_rows(CPU)}[
+        "midpoint_rev planned step within the budget"].verdict == "FAIL"

@@ -19,7 +19,8 @@ from .searches import (LOSS_HEADS_FILE, ledger_finding, line_batches, line_vs_se
                        max_batch_budget_tokens, max_batch_table, memory_budget, memory_ledgers, other_stream,
                        predict_max_batches, search_key, search_max_batches, search_max_depth, train_kwargs)
 from .noise import (NOISE_FILE, NOISE_SIZES, PREDICTION_NATS, measure_noise, noise_scale_for_predictions, noise_sizes,
-                    NoiseSizes, predict, Prediction, prediction_lines, prediction_table, verdicts)
+                    NoiseSizes, noise_growth_line, predict, Prediction, prediction_lines, prediction_table,
+                    verdicts)
 from .recipe import CELLS, RECIPE, SWEEP_DIR, SWEEP_STEPS, Cell, plot_sweep, recipe_sweep, sweep_finding, sweep_steps
 from .takeaways import (against_prediction, batch_lesson, depth_finding, loss_verdict, max_batch_takeaways,
                         memory_spend_finding, runs_against_bench, same_batch_speed, same_batch_takeaways,
@@ -35,7 +36,8 @@ __all__ = ["FASTER", "SLOWER", "TOO_NOISY", "baseline_takeaways", "compare_speed
            "max_batch_budget_tokens", "max_batch_table", "memory_budget", "memory_ledgers", "other_stream",
            "predict_max_batches", "search_key", "search_max_batches", "search_max_depth", "train_kwargs", "NOISE_FILE",
            "NOISE_SIZES", "PREDICTION_NATS", "measure_noise", "noise_scale_for_predictions", "noise_sizes",
-           "NoiseSizes", "predict", "Prediction", "prediction_lines", "prediction_table", "verdicts", "CELLS",
+           "NoiseSizes", "noise_growth_line", "predict", "Prediction", "prediction_lines", "prediction_table",
+           "verdicts", "CELLS",
            "RECIPE", "SWEEP_DIR", "SWEEP_STEPS", "Cell", "plot_sweep", "recipe_sweep", "sweep_finding", "sweep_steps",
            "against_prediction", "batch_lesson", "depth_finding", "loss_verdict", "max_batch_takeaways",
            "memory_spend_finding", "runs_against_bench", "same_batch_speed", "same_batch_takeaways",

@@ -31,7 +31,7 @@ from ..shared.runs import profile_dir
 
 NOISE_FILE = "noise_scale.json"
 PREDICTION_NATS = 0.1   # how close a prediction that ignores the lr schedules is expected to come
-RUN1_END = "run 1, end"  # the measured point the predictions use
+RUN1_START, RUN1_END = "run 1, step 0", "run 1, end"  # run 1's measured points; the predictions use its end
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def noise_sizes(profile: ProfileLike) -> NoiseSizes:
 def _points(profile: ProfileLike, results: str | Path) -> list[tuple[str, str, Path | None]]:
     """(label, run, checkpoint folder or None for run 1's initial weights) of each point that can be measured."""
     folder = profile_dir(results, profile)
-    points = [("run 1, step 0", "run1_baseline", None), (RUN1_END, "run1_baseline", folder / "run1_baseline")]
+    points = [(RUN1_START, "run1_baseline", None), (RUN1_END, "run1_baseline", folder / "run1_baseline")]
     if (folder / "run2_reversible_same_batch" / "ckpt.pt").exists():
         points.append(("run 2, end", "run2_reversible_same_batch", folder / "run2_reversible_same_batch"))
     return points
@@ -204,3 +204,16 @@ def verdicts(preds: list[Prediction], run3_dir: str | Path) -> pd.DataFrame:
                      "verdict": verdict, "gap at equal steps": _gap(measured, p.reference_at_steps),
                      "gap at equal tokens": _gap(measured, p.reference_at_tokens)})
     return pd.DataFrame(rows).set_index("against")
+
+
+def noise_growth_line(noise: pd.DataFrame, base_batch: int, batch: int) -> str:
+    """Why the predictions are an upper limit: B_noise grows as the loss falls, and the predictions take its value
+    at run 1's end, where a large batch is worth most; at run 1's first weights a step of `batch` buys less."""
+    col = "B_noise (sequences)"
+    first, last = float(noise.loc[RUN1_START, col]), float(noise.loc[RUN1_END, col])
+    lo, hi = (1 / steps_ratio(batch, base_batch, b) for b in (first, last))
+    return (f"Why a prediction can miss: B_noise grew {last / first:.0f}x during run 1 ({first:.1f} sequences at its "
+            f"first weights, {last:.0f} at its end). A step at batch {batch} is worth {hi:.2f} of one at batch "
+            f"{base_batch} by the end's B_noise but only {lo:.2f} by the start's. The predictions took the end's, the "
+            f"most a larger batch can buy; run 3 spends its first steps where the noise scale is small and its extra "
+            f"sequences buy little, so it should land above them, by more the larger its batch.")

@@ -112,14 +112,17 @@ def ledger_finding(ledger, chosen: str) -> str:
 
 
 def max_batch_table(predicted, mb: dict):
-    """The searches beside the lines' predictions: max batch predicted and found, and the memory per sequence
-    from the two largest fitting probes of each search (where activations dominate most)."""
+    """The searches beside the lines' predictions: max batch predicted and found, the memory per sequence from the
+    two largest fitting probes of each search (where activations dominate most), and how a step at the batch found
+    slices it (`rev.engine.slicing`)."""
     import pandas as pd
 
     per_seq = lambda r: math.nan if r.get("bytes_per_sequence") is None else r["bytes_per_sequence"] / 2**20  # noqa: E731
+    sliced = lambda r: (r.get("slicing") or {}).get("described", "")  # noqa: E731  (a search saved before slicing plans)
     return pd.DataFrame({t: {"predicted_max_batch": predicted.loc[t, "predicted_max_batch"], "found": mb[t]["batch"],
                              "MiB_per_sequence (line)": predicted.loc[t, "MiB_per_sequence"],
-                             "MiB_per_sequence (search)": per_seq(mb[t])} for t in predicted.index}).T
+                             "MiB_per_sequence (search)": per_seq(mb[t]),
+                             "each step at that batch": sliced(mb[t])} for t in predicted.index}).T
 
 
 def search_max_batches(profile: ProfileLike, trunks: list[dict], results: str | Path = "results", device: str = "auto",

@@ -15,7 +15,7 @@ from ...engine.maxbatch import MaxDepth
 from ...engine.noise_scale import steps_ratio, tokens_ratio
 from ...engine.optim import WARMUP_FLOOR_STEPS
 from ..shared.results import deep_capped, loss_head_finding, number, stream_reliability
-from ..shared.run_log import PLATEAU_NATS, run_start, val_loss_at
+from ..shared.run_log import PLATEAU_NATS, first_evaluation_from, run_start, val_loss_at
 from .exercises import memory_split
 from ..shared.runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio,
                    loss_spikes, run_dir_of, speed_ratio_between)
@@ -240,14 +240,29 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
     lines.append(f"**On a GPU (a statement about GPUs, not a measurement of this workbook):** a GPU with memory to "
                  f"spare runs batch {b3} in about the time of batch {b1} as long as the smaller batch leaves its "
                  f"parallel units idle; time per token then falls about {r:.1f}x, and in the time run 1b takes its "
-                 f"{s1:,} steps the larger batch takes as many, on {r:.1f}x the tokens. A CPU has no idle units to fill "
-                 f"once its cores are busy: time per step grows with the batch.")
+                 f"{s1:,} steps the larger batch takes as many, on {r:.1f}x the tokens, provided its step runs the "
+                 f"batch in slices large enough to keep the GPU busy (on a GPU the fewest slices its memory allows, "
+                 f"`rev.engine.slicing`; `python -m rev gpucheck` times that). A CPU has no idle units to fill once "
+                 f"its cores are busy: time per step grows with the batch.")
     speed = speed_ratio_between(run3, run1b)
     if speed is not None:
         verdict = speed_verdict(speed, f"run 3 (batch {b3})", f"run 1b (batch {b1})")
         lines.append(f"On this machine, per token: {verdict} (a different trunk as well, whose backward does more "
                      f"work).")
     return _bullets(lines)
+
+
+def _gap_at_equal_tokens(run: dict, ref: dict) -> tuple[int, float, bool] | None:
+    """(tokens, run's loss minus ref's, whether that is only a lower bound) at the tokens both reached. A run with
+    a large batch may have no evaluation that early: its first evaluation after that point (more tokens, so a loss
+    no higher, as a loss that falls) gives a lower bound on its gap."""
+    tokens, v, r = _equal_tokens(run, ref)
+    if r is None:
+        return None
+    if v is not None:
+        return tokens, v - r, False
+    later = first_evaluation_from(run_dir_of(run), tokens) if run_dir_of(run) else None
+    return None if later is None else (tokens, later[1] - r, True)
 
 
 def memory_spend_finding(noise_scale: float, run1: dict, run2: dict | None, run3: dict, run4: dict,
@@ -267,23 +282,30 @@ def memory_spend_finding(noise_scale: float, run1: dict, run2: dict | None, run3
              f"{b1}, every token keeps its worth and the question is only whether {deep.n_layer} layers learn more "
              f"from them than {run1['n_layer']}."]
     ref, name = (run2, "run 2") if run2 is not None else (run1, "run 1 (a different trunk as well)")
-    t3, v3, r3 = _equal_tokens(run3, ref)
-    t4, v4, r4 = _equal_tokens(run4, ref)
-    if None in (v3, r3, v4, r4):
+    short = name.split(" (")[0]
+    batch, depth = _gap_at_equal_tokens(run3, ref), _gap_at_equal_tokens(run4, ref)
+    if batch is None or depth is None:
         lines.append(f"The logs cannot set both runs beside {name} at equal tokens.")
         return _bullets(lines)
-    d3, d4 = v3 - r3, v4 - r4
+    (t3, d3, bound), (t4, d4, _) = batch, depth
+    said = (f"at least {d3:+.3f} nats (it had no evaluation by {t3:,} tokens; its first one came later, on more "
+            f"tokens)" if bound else f"{d3:+.3f} nats, {loss_verdict(d3, 'run 3', short)}")
     lines.append(f"Measured at equal tokens against {name}, one seed each: the batch (run 3, at {t3:,} tokens) "
-                 f"{d3:+.3f} nats, {loss_verdict(d3, 'run 3', name.split(' (')[0])}; the depth (run 4, at {t4:,} "
-                 f"tokens) {d4:+.3f} nats, {loss_verdict(d4, 'run 4', name.split(' (')[0])}.")
-    if abs(d3 - d4) <= LOSS_TIE:
-        lines.append(f"Neither spending beat the other by more than {LOSS_TIE} nats at a fixed token budget.")
+                 f"{said}; the depth (run 4, at {t4:,} tokens) {d4:+.3f} nats, {loss_verdict(d4, 'run 4', short)}.")
+    if d3 - d4 > LOSS_TIE:
+        steps3, steps_ref = (t3 * r["steps"] // r["tokens"] for r in (run3, ref))
+        why = (f": by then run 3 had taken {steps3:,} steps against {name.split(' (')[0]}'s {steps_ref:,}, and above "
+               f"B_noise each of its tokens is worth less (1/{token_cost:.2f} of one at batch {b1} by run 1's B_noise "
+               f"at its end)" if b3 > noise_scale else f": by then run 3 had taken {steps3:,} steps against "
+               f"{steps_ref:,}")
+        lines.append(f"At a fixed token budget the memory was better spent on depth, by "
+                     f"{'at least ' if bound else ''}{d3 - d4:.3f} nats{why}.")
+    elif bound:
+        lines.append("The bound cannot say which spending was better at a fixed token budget.")
+    elif d4 - d3 > LOSS_TIE:
+        lines.append(f"At a fixed token budget the memory was better spent on batch, by {d4 - d3:.3f} nats.")
     else:
-        where = "depth" if d4 < d3 else "batch"
-        why = (f": above B_noise a token of the larger batch is worth 1/{token_cost:.2f} of one at batch {b1}, and a "
-               f"fixed token budget charges for exactly that" if where == "depth" and b3 > noise_scale else "")
-        lines.append(f"At a fixed token budget the memory was better spent on {where}, by {abs(d3 - d4):.3f} "
-                     f"nats{why}.")
+        lines.append(f"Neither spending beat the other by more than {LOSS_TIE} nats at a fixed token budget.")
     return _bullets(lines)
 
 

@@ -16,7 +16,7 @@ from ...engine.files import read_json
 from ..shared.results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
 from ..screening.rule import LOSS_TIE
-from ..shared.run_log import val_loss_after_steps
+from ..shared.run_log import first_evaluation_from, val_loss_after_steps, val_loss_at
 
 NOISY = "too noisy to tell on this machine"
 
@@ -157,6 +157,15 @@ def batch_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
             f"baseline's {b}: {verdict}." + batch_bought(main_run(df, BASE), main_run(df, REV_MAX)))
 
 
+def _bound_at_tokens(base: pd.Series, big: pd.Series) -> tuple[int, float, int, float] | None:
+    """(run 1's tokens, its loss there, the tokens of run 3's first evaluation after that, run 3's loss there)."""
+    tokens = number(base["tokens"])
+    if not tokens or not base.get("path") or not big.get("path"):
+        return None
+    lb, later = val_loss_at(base["path"], tokens), first_evaluation_from(big["path"], tokens)
+    return None if lb is None or later is None else (int(tokens), lb, *later)
+
+
 def batch_bought(base: pd.Series | None, big: pd.Series | None) -> str:
     """What run 3's larger batch bought against run 1 (the profile's batch): validation loss at equal optimizer
     steps and at equal tokens, tokens per second on this machine, and what a GPU would add (not measured)."""
@@ -173,6 +182,11 @@ def batch_bought(base: pd.Series | None, big: pd.Series | None) -> str:
     if eq is not None:
         tokens, lb, lr = eq
         parts.append(f"at equal tokens ({tokens:,}) {lr:.3f} against {lb:.3f} ({lr - lb:+.3f})")
+    elif (bound := _bound_at_tokens(base, big)) is not None:
+        tokens, lb, later, lr = bound
+        parts.append(f"at equal tokens ({tokens:,}, run 1's all) run 3 had not yet been evaluated; at its first "
+                     f"evaluation, on {later:,} tokens, it stood at {lr:.3f} against run 1's {lb:.3f}, so at equal "
+                     f"tokens at least {lr - lb:+.3f} nats")
     c = compare_speed(base, big)
     if c is not None:
         parts.append(f"per second on this machine {c.rev:,.0f} tokens/s against {c.base:,.0f} ({pct(c.ratio)}, "
@@ -182,7 +196,8 @@ def batch_bought(base: pd.Series | None, big: pd.Series | None) -> str:
     k = number(big["batch_size"]) / number(base["batch_size"])
     return (" What the batch bought: " + "; ".join(parts) + f". On a GPU whose step time barely grows with the "
             f"batch, a step of run 3 would cost about one of run 1's, so its time per token would fall up to "
-            f"{k:.1f}x (not measured here).")
+            f"{k:.1f}x, provided the step runs its batch in slices large enough to keep the GPU busy (the fewest "
+            f"the memory allows: `rev.engine.slicing`; gpucheck times it) -- not measured here.")
 
 
 def throughput_line(base: pd.Series | None, rev: pd.Series | None) -> str:
@@ -256,7 +271,9 @@ def limits(df: pd.DataFrame, timing: bool = True) -> list[str]:
     if not any("cuda" in d.lower() for d in devices):
         out.append(f"No GPU: every main run ran on {', '.join(devices) or 'an unrecorded device'}. Throughput on a "
                    f"CPU says little about a GPU's time per token: how much of a step the recomputation costs, and "
-                   f"whether a larger batch buys time per token, depend on how busy the GPU keeps its cores. Run the "
+                   f"whether a larger batch buys time per token, depend on how busy the GPU keeps its cores (there a "
+                   f"reversible step runs its batch in the fewest slices its memory allows, not in the CPU's "
+                   f"1,024-row slices; `python -m rev gpucheck` times both). Run the "
                    f"workbook on a GPU (colab/README.md) and merge it (`python -m rev report --merge`) to measure "
                    f"them. Peak memory here counts live tensor bytes, not a CUDA allocator's reserved blocks.")
     if timing:

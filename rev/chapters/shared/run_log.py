@@ -24,6 +24,15 @@ def read_log(run_dir: str | Path) -> pd.DataFrame:
     return log[LOG_FIELDS]
 
 
+def first_evaluation_from(run_dir: str | Path, tokens: float) -> tuple[int, float] | None:
+    """(tokens, validation loss) of the run's first evaluation at or after `tokens`, or None. Where a run with a
+    large batch has no evaluation by a smaller run's last token, this is the nearest point it can stand at: on
+    more tokens, so (as a loss that falls) a lower bound on its loss at `tokens`."""
+    evals = read_log(run_dir).dropna(subset=["val_loss"])
+    later = evals[evals["tokens"] >= tokens].sort_values("tokens")
+    return (int(later["tokens"].iloc[0]), float(later["val_loss"].iloc[0])) if len(later) else None
+
+
 def val_loss_at(run_dir: str | Path, tokens: float) -> float | None:
     """Validation loss after `tokens` training tokens, interpolated linearly between the run's evaluations
     (`val_loss_after_steps` reads it by optimizer steps).

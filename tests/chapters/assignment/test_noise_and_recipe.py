@@ -70,3 +70,12 @@ def test_the_sweep_reading_follows_its_numbers():
     broke = _sweep(dict(zip(names, [4.4, 4.9, 5.8, float("nan")])), {RECIPE.name: "diverged"})
     assert "recipe's own cell diverged" in sweep_finding(broke)
     assert len(plot_sweep(best).axes[0].texts) == 4
+
+
+def test_the_miss_is_explained_by_how_much_the_noise_scale_grew():
+    from rev.chapters.assignment.noise import RUN1_END, RUN1_START, noise_growth_line
+
+    noise = pd.DataFrame({"B_noise (sequences)": [4.0, 80.0]}, index=[RUN1_START, RUN1_END])
+    text = noise_growth_line(noise, 16, 160)
+    # (1 + 80/16) / (1 + 80/160) = 4.00 at the end; (1 + 4/16) / (1 + 4/160) = 1.22 at the start
+    assert "grew 20x" in text and "worth 4.00 of one at batch 16" in text and "only 1.22" in text

@@ -140,12 +140,20 @@ def test_where_the_memory_went_reads_batch_and_depth_against_run_2_at_equal_toke
                       make_run(root, "run4_reversible_deep", n_layer=6, val=v4))
     depth, batch, tie = (T.memory_spend_finding(16.0, run1, run2, *runs[c], _deep()) for c in ("depth", "batch", "tie"))
     assert "worth 2.40 of a step at batch 8" in depth and "3.33x the tokens" in depth
-    assert "better spent on depth, by 0.600 nats" in depth and "worth 1/3.33 of one" in depth
+    assert "better spent on depth, by 0.600 nats: by then run 3 had taken 5 steps against run 2's 40" in depth
+    assert "(1/3.33 of one at batch 8" in depth
     assert "run 3 lost by 0.300 nats" in depth and "run 4 won by 0.300 nats" in depth
     assert "better spent on batch, by 0.500 nats" in batch and "1/3.33" not in batch
     assert "Neither spending beat the other" in tie
     alone = T.memory_spend_finding(16.0, run1, None, *runs["depth"], _deep())
     assert "against run 1 (a different trunk as well)" in alone
+    # run 3 on 4x run 2's tokens, evaluated every 10 steps: none by run 2's 20,480 tokens (step 5); its first, at
+    # step 10, bounds its gap from below
+    late = make_run(tmp_path / "late", "run3_reversible_max_batch", batch=64, steps=20, eval_every=10, val=4.0)
+    deep = make_run(tmp_path / "late", "run4_reversible_deep", n_layer=6, val=4.6)
+    text = T.memory_spend_finding(16.0, run1, run2, late, deep, _deep())
+    assert "at least +0.100 nats (it had no evaluation by 20,480 tokens" in text   # 5.0 at step 10 vs 4.9
+    assert "better spent on depth, by at least 0.400 nats" in text
 
 
 def test_a_loss_spike_is_found_where_it_happens_and_commented(tmp_path):

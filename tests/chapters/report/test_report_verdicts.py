@@ -3,6 +3,7 @@ a measured outcome must turn with the numbers (a slower or faster reversible run
 throughput gap inside its spread), and REPORT.md must say no paragraph twice."""
 import csv
 import json
+import shutil
 from pathlib import Path
 
 from rev.chapters.report import writer as report
@@ -202,7 +203,6 @@ def test_the_runner_up_differs_from_the_pick_in_trunk_or_h():
 def test_a_few_slow_steps_do_not_turn_a_slower_run_into_a_faster_one(tmp_path):
     """Two slow steps (a busy neighbour) drag the baseline's mean tokens/s far below its median; the max-batch
     finding compares medians, and reads the direction from quartiles that do not overlap."""
-    import shutil
 
     root = _results(tmp_path, _steady(1000), _steady(700))
     folder = root / PROFILE / "run1b_baseline_maxbatch"
@@ -218,7 +218,6 @@ def test_a_few_slow_steps_do_not_turn_a_slower_run_into_a_faster_one(tmp_path):
 def test_runs_that_trained_on_more_tokens_are_compared_at_the_shared_count(tmp_path):
     """The max-batch runs train on a larger budget; 07.1 compares every main run at the fewest tokens any trained
     on, reading the longer runs from their logs, instead of setting their final loss beside a shorter run's."""
-    import shutil
 
     from rev.chapters.shared.results import loss_and_time
 
@@ -251,4 +250,19 @@ def test_the_batch_line_says_what_the_batch_bought_at_equal_steps_tokens_and_sec
     assert "at equal optimizer steps (8) run 3's validation loss is 4.700 against run 1's 5.700 (-1.000 nats)" in batch
     # equal tokens: both reached 8 * 40 * SEQ tokens, run 1 at its end (4.5)
     assert "4.700 against 4.500 (+0.200)" in batch
-    assert "2,000 tokens/s against 1,000" in batch and "5.0x (not measured here)" in batch
+    assert "2,000 tokens/s against 1,000" in batch and "up to 5.0x" in batch and "not measured here" in batch
+
+
+def test_without_an_evaluation_at_run_1s_tokens_the_batch_line_gives_a_bound(tmp_path):
+    """Run 3 on twice run 1's tokens, evaluated only after them: its first evaluation bounds its gap from below."""
+    root = _results(tmp_path, _steady(1000), _steady(700))
+    folder = root / PROFILE / "run3_reversible_max_batch"
+    shutil.rmtree(folder)
+    _run(folder, "reveuler_rev", 40, _steady(2000, 16), 4.7, 15.0, recon=1e-6)
+    log = (folder / "log.csv").read_text().splitlines()
+    rows = [log[0]] + [r if i in (9, 15) else r.rsplit(",", 1)[0] + "," for i, r in enumerate(log[1:])]
+    (folder / "log.csv").write_text("\n".join(rows) + "\n")
+    batch = _headline(root)["Batch"]
+    # run 1 ends at 40 x 8 x SEQ tokens (4.5); run 3's first evaluation after that is step 10: 6 - 1.3 * 10/16
+    assert f"at its first evaluation, on {10 * 40 * SEQ:,} tokens, it stood at 5.188 against run 1's 4.500" in batch
+    assert "at least +0.688 nats" in batch
