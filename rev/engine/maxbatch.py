@@ -39,7 +39,7 @@ from ..core.streams import STREAMS
 from .profiles import get_profile
 from .files import write_json
 from .search import largest_fitting  # noqa: F401  (the search lives there; this module's name for it)
-from .slicing import SlicePlan, plan_slices, recomputes
+from .slicing import SlicePlan, plan_slices, planned_by_probes
 
 
 @dataclass
@@ -143,7 +143,7 @@ def _measure(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: in
 def measured_slices(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int | None = None) -> SlicePlan:
     """`rev.engine.slicing.plan_slices` for `cfg` at `batch` on `device`; on CUDA each candidate slicing is a
     measured probe (a real step, its peak against `budget`, default `cuda_budget`)."""
-    if device.type != "cuda" or cfg.batch_slice != "auto" or not recomputes(cfg):
+    if not planned_by_probes(cfg, device.type):
         return plan_slices(cfg, batch, device.type)
     budget = cuda_budget(device) if budget is None else budget
     fits = lambda s: _measure(dataclasses.replace(cfg, batch_slice=s), batch, device, dtype, budget)[1]  # noqa: E731
@@ -203,8 +203,7 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
     record = lambda b, peak, fits: result.probes.append(Probe(b, peak, fits))  # noqa: E731
     # on a GPU "auto" slices only as far as memory forces it, so a batch fits when its thinnest slicing does; the
     # slicing the step needs at the batch found is then planned (and measured) once, below
-    frugal = dev.type == "cuda" and cfg.batch_slice == "auto" and recomputes(cfg)
-    probe_cfg = dataclasses.replace(cfg, batch_slice=1) if frugal else cfg
+    probe_cfg = dataclasses.replace(cfg, batch_slice=1) if planned_by_probes(cfg, dev.type) else cfg
     measure = lambda b: _measure(probe_cfg, b, dev, dtype, budget_bytes)  # noqa: E731
     if guess:
         start = _line_guess(measure, record, max(1, start), limit, budget_bytes)

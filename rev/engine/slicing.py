@@ -66,6 +66,12 @@ def recomputes(cfg: GPTConfig) -> bool:
     return TRUNKS[cfg.trunk].backward != "stored"
 
 
+def planned_by_probes(cfg: GPTConfig, device_type: str) -> bool:
+    """Whether `cfg`'s slicing on `device_type` is the GPU's measured plan (an "auto" slice of a recomputed trunk on
+    CUDA), rather than the CPU rule or a slice given by hand."""
+    return device_type == "cuda" and cfg.batch_slice == "auto" and recomputes(cfg)
+
+
 def _fixed(batch: int, sequences: int, reason: str) -> SlicePlan:
     """Slices of `sequences` and a shorter last one, as `rev.core.reversible.sliced` cuts them."""
     sequences = max(1, min(sequences, batch))
@@ -112,6 +118,6 @@ def plan_slices(cfg: GPTConfig, batch: int, device_type: str,
 def as_planned(cfg: GPTConfig, plan: SlicePlan, device_type: str) -> GPTConfig:
     """The model config a step runs under `plan`: on a GPU "auto" becomes the plan's slice; elsewhere "auto"
     already is the plan (the CPU rule), and an explicit slice is kept."""
-    if device_type == "cuda" and cfg.batch_slice == "auto" and recomputes(cfg):
+    if planned_by_probes(cfg, device_type):
         return dataclasses.replace(cfg, batch_slice=plan.batch_slice)
     return cfg
