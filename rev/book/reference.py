@@ -11,7 +11,11 @@ outputs, no images, no machine-specific metadata, no papermill-injected paramete
 
 The check does not execute anything: it compares the copies the workbook has just executed with the reference,
 cell by cell, with nbval's own rules (which cells are checked, stream coalescing, which output keys are
-compared: images, metadata and execution counts are not). Re-running the notebooks under `pytest --nbval-lax`
+compared: images, metadata and execution counts are not). Text must match word for word; the numbers in it
+must match to `REL_TOL` (four significant digits), and two numbers both below `ROUNDOFF` in size count as
+equal: they are round-off residues (an fp64 defect of 1e-13 on one CPU, 2e-13 on another), which differ
+between machines whose vector units order or fuse a sum differently. A real change (a verdict, a count, a
+third digit) is still reported. Re-running the notebooks under `pytest --nbval-lax`
 would double CI's notebook time and, worse, run them a second time against the results the first run left
 behind, which some notebooks reuse instead of recomputing: the outputs compared would not be the ones a fresh
 run prints.
@@ -21,6 +25,8 @@ from __future__ import annotations
 import argparse
 import copy
 import difflib
+import math
+import re
 from pathlib import Path
 
 from ..engine.cli import existing_folder, folder_arg
@@ -31,6 +37,9 @@ REFERENCE_DIR = REPO / "tests" / "notebooks"
 REGENERATE = "python -m rev nbref"
 INJECTED = "injected-parameters"  # papermill's tag for the cell holding the run's (machine-specific) parameters
 DROPPED_KEYS = ("image/png", "image/jpeg", "image/svg+xml")  # figures: never stored in the reference
+REL_TOL = 1e-3     # printed numbers agree to this relative difference (1126.402 ~ 1126.404; 0.384 !~ 0.385)
+ROUNDOFF = 1e-10   # numbers smaller than this on both sides are round-off residues, whatever their digits
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def is_checked(cell) -> bool:
@@ -98,6 +107,30 @@ def _text(flat: dict[str, list]) -> list[str]:
     return [line for k in sorted(flat) for v in flat[k] for line in (f"[{k}]", *str(v).splitlines())]
 
 
+def _split_numbers(text: str) -> tuple[list[str], list[float]]:
+    """The words of `text` with every number replaced by a slot, and the numbers; runs of blanks count as one
+    (a table's column widths follow the widest entry, which round-off can lengthen)."""
+    numbers = [float(m) for m in _NUMBER.findall(text)]
+    words = " ".join(_NUMBER.sub("#", text).split())
+    return words.split("#"), numbers
+
+
+def _same_number(a: float, b: float) -> bool:
+    return (abs(a) < ROUNDOFF and abs(b) < ROUNDOFF) or math.isclose(a, b, rel_tol=REL_TOL, abs_tol=0.0)
+
+
+def equivalent_text(a: str, b: str) -> bool:
+    """Whether two printed outputs say the same thing: the same words, the same numbers to `REL_TOL`, residues
+    below `ROUNDOFF` alike."""
+    (wa, na), (wb, nb) = _split_numbers(a), _split_numbers(b)
+    return wa == wb and len(na) == len(nb) and all(_same_number(x, y) for x, y in zip(na, nb))
+
+
+def _equivalent(a: dict[str, list], b: dict[str, list]) -> bool:
+    return a.keys() == b.keys() and all(
+        len(a[k]) == len(b[k]) and all(equivalent_text(str(x), str(y)) for x, y in zip(a[k], b[k])) for k in a)
+
+
 def compare(fresh, reference, name: str = "notebook") -> list[str]:
     """Differences between the checked cells of a freshly executed notebook and its reference ([] = equal).
 
@@ -111,7 +144,7 @@ def compare(fresh, reference, name: str = "notebook") -> list[str]:
                 f"reference, or a source changed): regenerate it with `{REGENERATE}`"]
     for k, (g, w) in enumerate(zip(got, want), 1):
         a, b = _comparable(w.outputs), _comparable(g.outputs)
-        if a != b:
+        if not _equivalent(a, b):
             first = g.source.splitlines()[1] if "\n" in g.source else g.source
             diff = "\n".join(difflib.unified_diff(_text(a), _text(b), "reference", "fresh run", lineterm=""))
             problems.append(f"{name}, checked cell {k} ({first.strip()[:60]}...):\n{diff}")

@@ -42,6 +42,28 @@ def test_a_changed_fact_is_reported_with_a_diff():
     assert len(problems) == 1 and "-exact: True" in problems[0] and "+exact: False" in problems[0]
 
 
+def test_round_off_residues_and_fifth_digits_are_the_same_fact_on_another_machine():
+    same = [("fp64 1e-13, fixed 0", "fp64 2e-13, fixed 0"),                 # both round-off residues
+            ("rotation   0e+00   8e-16", "rotation   3e-16   1e-15"),         # widths and residues
+            ("ratio 1126.402 | 45.056", "ratio 1126.404 | 45.056")]            # the 7th digit
+    for a, b in same:
+        assert R.equivalent_text(a, b), (a, b)
+        assert R.compare(_executed(b + "\n"), R.reference_copy(_executed(a + "\n"))) == []
+
+
+def test_a_changed_number_count_or_verdict_is_still_a_difference():
+    different = [("loss 0.384", "loss 0.385"),            # the third digit
+                 ("44 of 256 weights", "46 of 256 weights"),  # a count
+                 ("3 distinct layouts", "2 distinct layouts"),
+                 ("fp64 1e-13", "fp64 1e-09"),            # a residue that grew out of round-off
+                 ("beats fixed: True", "beats fixed: False"),
+                 ("at step 149", "at step 150"),
+                 ("1 2 3", "1 2")]
+    for a, b in different:
+        assert not R.equivalent_text(a, b), (a, b)
+        assert len(R.compare(_executed(b + "\n"), R.reference_copy(_executed(a + "\n")))) == 1
+
+
 def test_an_edited_checked_cell_asks_for_regeneration():
     fresh = _executed()
     fresh.cells[3].source += "\nprint('more')"

@@ -529,7 +529,7 @@ def test_corruption_check_needs_exactly_one_flipped_byte():
         path.write_bytes(bytes(data))
 
     line = T.check_corruption_refused(flip)
-    assert "byte 0: marker" in line and "checksum" in line
+    assert "the first byte: marker" in line and "the last byte: checksum" in line
     with pytest.raises(AssertionError, match="exactly the byte"):
         T.check_corruption_refused(lambda path, offset: flip(path, offset + 1))
 
