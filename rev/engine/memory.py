@@ -213,28 +213,89 @@ def peak_rss_added(fn: Callable[[], Any]) -> int:
 
 @dataclass
 class StepMemory:
-    peak_bytes: int        # peak during forward + backward + optimizer step
+    peak_bytes: int        # peak during forward + backward + optimizer step, gradients freed before it
     static_bytes: int      # parameters + gradients + optimizer state (what any trunk must hold)
     method: str
+    activation_bytes: int  # what the step holds above the static part at its peak (see training_step_memory)
+
+
+class _ForwardPeak:
+    """The most a call had added when its backward began: the first time autograd unpacks a saved tensor (the
+    loss's own backward) ends forward. On CUDA the allocator's running maximum is read there. On CPU the
+    profiler cannot be stopped inside backward, so the hook allocates and frees a marker of `MARKER_BYTES`
+    (an odd size no tensor of floats has), and forward is every allocation event before it."""
+
+    MARKER_BYTES = 4_101
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self._rec, self._start, self._cuda_added = device, None, 0, None
+        self._marked = False
+
+    def __enter__(self) -> "_ForwardPeak":
+        if self.device.type == "cuda":
+            self._start = torch.cuda.memory_allocated(self.device)   # after peak_memory's reset
+        else:
+            self._rec = CpuAllocations().start()
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, self._unpack)
+        self._hooks.__enter__()
+        return self
+
+    def _unpack(self, t: Tensor) -> Tensor:
+        if not self._marked:
+            self._marked = True
+            if self.device.type == "cuda":
+                self._cuda_added = max(0, torch.cuda.max_memory_allocated(self.device) - self._start)
+            else:
+                del_me = torch.empty(self.MARKER_BYTES, dtype=torch.uint8)
+                del del_me
+        return t
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+        if self._rec is not None:
+            self._events = self._rec.stop()
 
     @property
-    def activation_bytes(self) -> int:
-        """Everything above the static part: activations kept for backward, temporaries, logits."""
-        return self.peak_bytes - self.static_bytes
+    def added(self) -> int:
+        if self.device.type == "cuda":
+            if self._cuda_added is None:      # no backward ran: the whole call was forward
+                return max(0, torch.cuda.max_memory_allocated(self.device) - self._start)
+            return self._cuda_added
+        events = self._events
+        if not events:
+            return 0
+        start = events[0][2] - events[0][1]
+        cut = next((i for i, (_, size, _) in enumerate(events) if size == self.MARKER_BYTES), len(events))
+        return max([0] + [total - start for _, _, total in events[:cut]])
 
 
 def training_step_memory(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                          step: Callable[[], Any], device: str | torch.device = "cpu") -> StepMemory:
     """Peak memory of one training `step()` (forward, backward and, if given, the optimizer step).
 
-    Gradients are cleared first (`set_to_none`) so the step allocates them itself; the static part counts
-    parameters, a gradient per parameter and the optimizer state as it stands after the step."""
+    The peak is the training loop's: gradients are cleared first (`set_to_none`) so the step allocates them
+    itself. The static part counts parameters, a gradient per parameter and the optimizer state as it stands
+    after the step.
+
+    `activation_bytes` is not the peak minus the static part: a stored trunk peaks at the end of forward, before
+    any gradient exists, and subtracting every gradient there would understate its activations by the
+    gradients' bytes. So it is the larger of what forward had added when backward began (no gradient exists
+    yet) and what the whole step added less its gradients (a reversible trunk peaks in backward, where its
+    blocks' gradients exist)."""
+    device = torch.device(device)
     model.zero_grad(set_to_none=True)
-    rep = peak_memory(step, state_tensors(model, optimizer), device)
-    param_bytes = tensor_bytes(p for p in model.parameters() if p.requires_grad)
-    static = tensor_bytes(model.parameters()) + param_bytes + tensor_bytes(state_tensors(None, optimizer))
+    grad_bytes = tensor_bytes(p for p in model.parameters() if p.requires_grad)
+    forward = _ForwardPeak(device)
+
+    def measured() -> None:
+        with forward:
+            step()
+
+    rep = peak_memory(measured, state_tensors(model, optimizer), device)
+    static = tensor_bytes(model.parameters()) + grad_bytes + tensor_bytes(state_tensors(None, optimizer))
     model.zero_grad(set_to_none=True)
-    return StepMemory(rep.peak_bytes, static, rep.method)
+    activations = max(forward.added, rep.added_bytes - grad_bytes)
+    return StepMemory(rep.peak_bytes, static, rep.method, activations)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 the notebook's takeaways, every sentence computed from the run.
 
 * `compare_speeds`   -- exercise 04.2's answer: a verdict from two sets of per-step timings that says
-                        "too noisy to tell" when their spreads overlap (its check is in `exercises`);
+                        "too noisy to tell" when a bootstrap interval for the difference of their medians
+                        holds 0 (its check is in `exercises`);
 * `speed_halves`     -- the first and the second half of a run's timed steps: the same work twice, so any
                         difference between them is the machine's;
 * `curve_reading`    -- the loss curve's landmarks in words (exercise 04.1's answer, measured);
@@ -20,6 +21,7 @@ from typing import Sequence
 
 from ...engine.bench import quartiles
 from ...engine.data import TokenData
+from ...engine.stats import difference_verdict, median_difference_interval
 from ..shared.run_log import read_log, step_speeds
 from ..shared.runs import Spread, loss_levels, run_dir_of, run_speed
 
@@ -29,16 +31,12 @@ FASTER, SLOWER, TOO_NOISY = "faster", "slower", "too noisy to tell"
 # --- exercise 04.2: a verdict from timings that respects their spread -------------------------------------
 
 def compare_speeds(a: Sequence[float], b: Sequence[float]) -> str:
-    """Are the steps timed in `a` (tokens/s) faster or slower than those in `b`? Only when the middle halves of the
-    two sets do not overlap (a's lower quartile above b's upper one, or a's upper below b's lower); otherwise the
-    difference is inside the noise: "too noisy to tell"."""
-    a_lo, a_hi = quartiles(list(a))
-    b_lo, b_hi = quartiles(list(b))
-    if a_lo > b_hi:
-        return FASTER
-    if a_hi < b_lo:
-        return SLOWER
-    return TOO_NOISY
+    """Are the steps timed in `a` (tokens/s) faster or slower than those in `b`? Only when the 95% bootstrap
+    interval for the difference of their medians (`rev.engine.stats`) excludes 0; otherwise the difference is
+    inside the noise: "too noisy to tell". (Whether the two spreads overlap is no test: a few hundred steps pin
+    a median down far more finely than the spread of single steps, so a 3% shift can hide in overlapping
+    quartiles.)"""
+    return {1: FASTER, -1: SLOWER, 0: TOO_NOISY}[difference_verdict(a, b)]
 
 
 # --- the run's own clock ------------------------------------------------------------------------------------
@@ -64,13 +62,16 @@ def speed_halves(summary: dict) -> tuple[list[float], list[float]] | None:
 
 
 def halves_text(halves: tuple[list[float], list[float]]) -> str:
-    """The two halves' medians and quartiles, and `compare_speeds`'s verdict on them."""
+    """The two halves' medians and quartiles, the bootstrap interval for the difference of their medians, and
+    `compare_speeds`'s verdict on them."""
     first, second = (_spread(h, "quartiles") for h in halves)
     verdict = compare_speeds(*halves)
+    lo, hi = median_difference_interval(halves[1], halves[0])
     said = {FASTER: "the second half was slower", SLOWER: "the second half was faster",
             TOO_NOISY: f"{TOO_NOISY} on this machine which half was faster"}[verdict]
     return (f"first half {speed_text(first)}, second half {speed_text(second)}, over {first.n} and {second.n} "
-            f"steps: {said}")
+            f"steps; the second half's median minus the first's, 95% bootstrap interval {lo:+,.0f} to {hi:+,.0f} "
+            f"tokens/s: {said}")
 
 
 def speed_text(speed: Spread) -> str:
@@ -135,9 +136,12 @@ def baseline_takeaways(run1: dict, halves: tuple[list[float], list[float]] | Non
     if halves is not None:
         verdict = compare_speeds(*halves)
         lines.append("The same work twice: " + halves_text(halves) + ". " + (
-            "A difference between two runs inside a spread like this one is noise, not the trunk."
+            "The same work timed twice gave no difference the interval can see: a difference between two runs "
+            "is then worth reading only when its own interval excludes 0."
             if verdict == TOO_NOISY else
-            "The machine's speed drifted within one run: compare runs only where their spreads do not overlap."))
+            "The machine's speed drifted within one run, by more than the interval's width: two runs timed one "
+            "after the other can differ by as much from the machine alone, so the trunks are compared "
+            "interleaved, step by step under the same load (notebook 05, `python -m rev bench`)."))
     return "\n".join(f"- {line}" for line in lines)
 
 

@@ -8,6 +8,7 @@ saying what it verified. Every check runs in well under a second on a CPU.
 from __future__ import annotations
 
 import math
+import random
 from types import SimpleNamespace
 from typing import Callable, Sequence
 
@@ -42,17 +43,29 @@ def check_unigram_loss(unigram_loss: Callable[[np.ndarray, np.ndarray, int], flo
 
 # --- 04: a verdict from timings that respects their spread -------------------------------------------------
 
+def _shifted(n: int = 200, shift: float = 1.03, seed: int = 4) -> tuple[list[float], list[float]]:
+    """Two sets of `n` step speeds around 1000 tokens/s with a 6% step-to-step spread, `a` higher by `shift`."""
+    rng = random.Random(seed)
+    return ([1000 * shift + rng.gauss(0, 60) for _ in range(n)], [1000 + rng.gauss(0, 60) for _ in range(n)])
+
+
+_SHIFTED = _shifted()
+
 # (what the case tests, a, b, a hint when the learner's verdict differs)
 COMPARE_CASES: list[tuple[str, list[float], list[float], str]] = [
     ("clearly faster", [1000, 1010, 990, 1005, 995], [800, 810, 790, 805, 795],
      "a's slowest middle step beats b's fastest middle step: that is 'faster'"),
     ("clearly slower", [800, 810, 790, 805, 795], [1000, 1010, 990, 1005, 995],
      "the same two sets the other way round: 'slower'"),
-    ("medians apart, spreads overlapping", [900, 1100, 1000, 700, 1300], [800, 1000, 900, 600, 1200],
-     "a's median is higher, but its quartiles overlap b's: compare quartiles, not medians"),
+    ("medians apart, five wide steps each", [900, 1100, 1000, 700, 1300], [800, 1000, 900, 600, 1200],
+     "a's median is higher, but five steps this spread cannot pin a median down: resampled, the difference of "
+     "the medians takes either sign"),
     ("one outlier", [100] * 9 + [100_000], [110] * 10,
-     "one very fast step makes a's mean larger, but nine of ten are slower than all of b's: use quartiles, "
+     "one very fast step makes a's mean larger, but nine of ten are slower than all of b's: compare medians, "
      "which one step cannot move, not the mean or the maximum"),
+    ("a 3% shift over 200 steps", _SHIFTED[0], _SHIFTED[1],
+     "the quartiles overlap (single steps vary by 6%), but 200 steps pin each median down to well under 1%: "
+     "test the difference of the medians (a bootstrap interval that excludes 0), not whether the spreads overlap"),
     ("identical sets", [500, 520, 480, 510, 490], [500, 520, 480, 510, 490],
      "the same timings can be neither faster nor slower"),
     ("different lengths", [2000, 2100, 1900], [1000, 1100, 900, 1050, 950, 1020, 980],
@@ -62,13 +75,14 @@ COMPARE_CASES: list[tuple[str, list[float], list[float], str]] = [
 
 def check_compare_speeds(compare: Callable[[Sequence[float], Sequence[float]], str]) -> str:
     """Exercise 04.2: `compare(a, b)` must say "faster", "slower" or "too noisy to tell" as `compare_speeds` does, on
-    cases built to catch a comparison of medians, means or maxima."""
+    cases built to catch a comparison of raw medians, means or maxima, and of whether the quartiles overlap
+    (each case's verdict is the same for any seed of a bootstrap of a thousand resamples or more)."""
     for what, a, b, hint in COMPARE_CASES:
         got = compare(list(a), list(b))
         want = compare_speeds(a, b)
         assert got in (FASTER, SLOWER, TOO_NOISY), (
             f"return one of {FASTER!r}, {SLOWER!r} or {TOO_NOISY!r}, got {got!r}")
-        assert got == want, f"case '{what}': you say {got!r}, the quartiles say {want!r}. Hint: {hint}."
+        assert got == want, f"case '{what}': you say {got!r}, the bootstrap interval says {want!r}. Hint: {hint}."
     return f"your verdict agrees with rev.chapters.assignment.baseline.compare_speeds on {len(COMPARE_CASES)} cases."
 
 

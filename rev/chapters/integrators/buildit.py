@@ -345,7 +345,8 @@ def plot_drift(df: pd.DataFrame, ax=None, limit: float | None = None):
 
 def step_activation_bytes(trunk: Callable, blocks: nn.ModuleList, x: Tensor, h: float) -> int:
     """Activation bytes of one forward + backward of `trunk`, as `rev.engine.memory.training_step_memory`
-    counts them for every run of the workbook: the peak minus parameters and gradients."""
+    counts them for every run of the workbook: what the step adds above parameters and gradients, with the
+    gradients held throughout (a stored trunk peaks at the end of forward, before any gradient exists)."""
     def step() -> None:
         trunk(blocks, x, h).square().mean().backward()
     return training_step_memory(blocks, None, step, x.device).activation_bytes

@@ -3,7 +3,8 @@ runs' spread, and what this machine could not measure.
 
 Each line is built from the results (`rev.chapters.shared.results`), so it says the opposite when the results do: a memory
 "cut" of more than 1x reads "no cut", a reversible run that ran faster reads "faster", and a throughput difference
-inside the runs' per-step spread reads "too noisy to tell on this machine".
+whose bootstrap interval (`rev.engine.stats`, over the runs' logged steps) holds 0 reads "too noisy to tell on this
+machine".
 """
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from ...engine.files import read_json
+from ...engine.stats import median_difference_interval
 from ..shared.results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
 from ..screening.rule import LOSS_TIE
-from ..shared.run_log import first_evaluation_from, val_loss_after_steps, val_loss_at
+from ..shared.run_log import first_evaluation_from, step_speeds, val_loss_after_steps, val_loss_at
 
 NOISY = "too noisy to tell on this machine"
 
@@ -39,12 +41,14 @@ Quartiles = tuple[float, float, float]
 
 @dataclass(frozen=True)
 class SpeedComparison:
-    """Two runs' tokens/s (`load_runs`' column: the median step where the log has the steps) with each run's
-    per-step quartiles."""
+    """Two runs' tokens/s (`load_runs`' column: the median step where the log has the steps), each run's per-step
+    quartiles, and the 95% bootstrap interval for the difference of their median steps (rev minus base; None
+    when a run logged too few steps), which is what the verdict reads."""
     base: float
     rev: float
     base_q: Quartiles | None
     rev_q: Quartiles | None
+    interval: tuple[float, float] | None = None
 
     @property
     def ratio(self) -> float:
@@ -52,27 +56,39 @@ class SpeedComparison:
 
     @property
     def noisy(self) -> bool | None:
-        """True when the two runs' per-step interquartile ranges overlap: the difference between them is no larger
-        than the step-to-step spread of either. None when a run recorded no per-step timings."""
-        if self.base_q is None or self.rev_q is None:
+        """True when the bootstrap interval for the difference holds 0: these timings cannot tell the two runs
+        apart. None when a run recorded no per-step timings."""
+        if self.interval is None:
             return None
-        return self.rev_q[0] <= self.base_q[2] and self.base_q[0] <= self.rev_q[2]
+        return self.interval[0] <= 0 <= self.interval[1]
 
     @property
     def verdict(self) -> str:
-        """"slower", "faster" or `NOISY` ("slower"/"faster" alone when no spread was recorded). With a spread
-        the direction is read from the quartiles that do not overlap."""
+        """"slower", "faster" or `NOISY` ("slower"/"faster" alone when no per-step timings were recorded)."""
         if self.noisy:
             return NOISY
         if self.noisy is None:
             return "slower" if self.rev < self.base else "faster"
-        return "slower" if self.rev_q[2] < self.base_q[0] else "faster"
+        return "slower" if self.interval[1] < 0 else "faster"
 
     def spread_text(self) -> str:
-        if self.base_q is None or self.rev_q is None:
+        if self.interval is None or self.base_q is None or self.rev_q is None:
             return "no per-step timings recorded, so no spread to judge the difference by"
+        lo, hi = self.interval
         return (f"interquartile range per step {self.rev_q[0]:,.0f}-{self.rev_q[2]:,.0f} against "
-                f"{self.base_q[0]:,.0f}-{self.base_q[2]:,.0f} tokens/s")
+                f"{self.base_q[0]:,.0f}-{self.base_q[2]:,.0f} tokens/s; difference of the median steps, 95% "
+                f"bootstrap interval {lo:+,.0f} to {hi:+,.0f} tokens/s")
+
+
+def _median_step_interval(base: pd.Series, rev: pd.Series) -> tuple[float, float] | None:
+    """The bootstrap interval for rev's median step minus base's, from the runs' logs (None without them)."""
+    paths = [row.get("path") for row in (base, rev)]
+    if any(not isinstance(p, (str, Path)) or not Path(p).is_dir() for p in paths):
+        return None
+    b, r = (step_speeds(p) for p in paths)
+    if len(b) < 2 or len(r) < 2:
+        return None
+    return median_difference_interval(r, b)
 
 
 def compare_speed(base: pd.Series | None, rev: pd.Series | None) -> SpeedComparison | None:
@@ -82,7 +98,7 @@ def compare_speed(base: pd.Series | None, rev: pd.Series | None) -> SpeedCompari
     b, r = number(base.get("tokens_per_s")), number(rev.get("tokens_per_s"))
     if not b or r is None:
         return None
-    return SpeedComparison(b, r, row_spread(base), row_spread(rev))
+    return SpeedComparison(b, r, row_spread(base), row_spread(rev), _median_step_interval(base, rev))
 
 
 def speed_sentence(base: pd.Series, rev: pd.Series) -> str | None:

@@ -161,15 +161,8 @@ def _finding_val(base: pd.Series, rev: pd.Series, what: str) -> str | None:
 
 
 def _finding_recon(df: pd.DataFrame) -> str | None:
-    rev = df[~df["screening"] & df["reconstruction_error"].notna()]
-    if not len(rev):
-        return None
-    worst = rev.loc[pd.to_numeric(rev["reconstruction_error"]).idxmax()]
-    err = float(worst["reconstruction_error"])
-    verdict = ("well below" if err < RECON_LIMIT / 100 else "below" if err < RECON_LIMIT else "ABOVE")
-    return (f"The trained reversible trunks rebuild their inputs with relative error at most {err:.2e} "
-            f"({worst['run']}, {worst['stream']} stream), {verdict} the {RECON_LIMIT:g} the training loop "
-            f"warns at.")
+    sentence = _recon_sentence(df)
+    return None if sentence is None else sentence[0].upper() + sentence[1:]
 
 
 def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str | None:
@@ -363,11 +356,41 @@ def takeaways(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
     depth and exactness, each computed; comparisons whose runs are missing say so."""
     if main_run(df, BASE) is None and main_run(df, REV) is None:
         return ["No comparison possible yet: the baseline and reversible runs are not both present."]
-    out = headline_lines(df, maxbatch) + [_depth_line(df, maxbatch)]
-    recon = number(headline(df, maxbatch).set_index("key").loc["reconstruction_error", "reversible"])
-    if recon is not None:
-        out.append(f"**Exactness**: inputs rebuilt to a relative error of {recon:.1e}.")
+    out = headline_lines(df, maxbatch) + [_depth_line(df, maxbatch), exactness_line(df)]
     return [s for s in out if s]
+
+
+def exactness_line(df: pd.DataFrame) -> str | None:
+    """The takeaway on exactness: the same sentence as the report's finding (`_recon_sentence`)."""
+    sentence = _recon_sentence(df)
+    return None if sentence is None else f"**Exactness**: {sentence}"
+
+
+def _recon_sentence(df: pd.DataFrame) -> str | None:
+    """The worst reconstruction error of any trained reversible main run, against the trust limit, beside the
+    best: the best case alone (a short run at a small batch) would say less than the runs can show. The worst
+    run's batch and peak rate stand beside it: larger, longer steps move the weights to where blocks expand."""
+    runs = main_runs(df)
+    def where(r: pd.Series) -> str:
+        lr = number(r.get("lr"))
+        return (f"{r['label']}, {r['stream']} stream, batch {int(r['batch_size'])}"
+                + ("" if lr is None else f" at peak lr {lr:.2g}"))
+
+    errs = [(where(r), r["label"], v) for _, r in runs.iterrows()
+            if (v := number(r.get("reconstruction_error"))) is not None]
+    if not errs:
+        return None
+    worst, best = max(errs, key=lambda e: e[2]), min(errs, key=lambda e: e[2])
+    if worst[2] == 0:
+        return f"every trained reversible trunk rebuilt its inputs exactly (worst: {worst[0]})."
+    err = worst[2]
+    verdict = "well below" if err < RECON_LIMIT / 100 else "below" if err < RECON_LIMIT else "ABOVE"
+    line = (f"the trained reversible trunks rebuilt their inputs to a relative error of at worst {err:.1e} "
+            f"({worst[0]}), {verdict} the {RECON_LIMIT:g} the training loop trusts ({err / RECON_LIMIT:.2g}x it)")
+    if len(errs) > 1 and best[2] < err:
+        line += (f"; at best exactly 0 ({best[1]})" if best[2] == 0 else
+                 f"; at best {best[2]:.1e} ({best[1]}): {err / best[2]:.0f}x apart")
+    return line + "."
 
 
 def takeaways_markdown(df: pd.DataFrame, maxbatch: dict | None = None) -> str:

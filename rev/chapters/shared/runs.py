@@ -190,6 +190,27 @@ def _step_outliers(loss, window: int, k: float, min_rise: float) -> dict[int, fl
     return out
 
 
+def _step_noise(loss) -> float:
+    """One step's loss noise: the robust spread of the steps' differences, over sqrt(2)."""
+    import numpy as np
+
+    d = np.diff(loss)
+    return 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2) if len(d) else 0.0
+
+
+def _early_rises(loss, window: int, k: float, min_rise: float) -> dict[int, float]:
+    """{step: level} for the first `window` steps, which have no window of past to take a median of: a step whose
+    loss exceeds the lowest loss so far by `k` step noises (and `min_rise`). Early training falls fast, so a
+    healthy step lies at or below its running minimum; a large batch's early overshoot does not."""
+    thr = max(k * _step_noise(loss), min_rise)
+    out = {}
+    for i in range(1, min(window, len(loss))):
+        level = float(min(loss[:i]))
+        if loss[i] - level > thr:
+            out[i] = level
+    return out
+
+
 def _curve_rises(loss, window: int, k: float, min_rise: float, smooth: int) -> tuple[dict[int, float], object, float]:
     """{step: level} where the `smooth`-step running mean rose above its lowest value of the `window` steps before
     by `k` of its own noise (the per-step noise, from the steps' differences, over sqrt(smooth)); also the
@@ -198,9 +219,7 @@ def _curve_rises(loss, window: int, k: float, min_rise: float, smooth: int) -> t
     import pandas as pd
 
     sm = pd.Series(loss).rolling(smooth, min_periods=smooth).mean().to_numpy()
-    d = np.diff(loss)
-    sigma = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2) if len(d) else 0.0
-    thr = max(k * sigma / math.sqrt(smooth), min_rise)
+    thr = max(k * _step_noise(loss) / math.sqrt(smooth), min_rise)
     out = {}
     for i in range(window + smooth, len(loss)):
         level = float(np.nanmin(sm[i - window:i]))
@@ -214,13 +233,15 @@ def loss_spikes(run_dir: str | Path, window: int = SPIKE_WINDOW, k: float = SPIK
     """Spikes in a run's logged training loss, of two kinds: one step far above the steps before it (its loss over
     the median of the `window` steps before by `k` robust standard deviations, 1.4826 x their median absolute
     deviation), and the plotted curve (the `smooth`-step running mean) rising above its lowest point of the
-    `window` steps before by `k` of its own noise; both by at least `min_rise` nats. Flagged steps closer than
-    `window` merge into one spike, reported at its highest loss, with the level before it began. A falling loss
-    never trips either: the recent past lies above the present."""
+    `window` steps before by `k` of its own noise; both by at least `min_rise` nats. The first `window` steps, with
+    no window before them, are read against the lowest loss so far (`_early_rises`): that is where a large batch's
+    first steps overshoot. Flagged steps closer than `window` merge into one spike, reported at its highest loss,
+    with the level before it began. A falling loss never trips any: the recent past lies above the present."""
     log = read_log(run_dir).dropna(subset=["loss"]).reset_index(drop=True)
     loss = log["loss"].to_numpy(float)
     rises, sm, thr = _curve_rises(loss, window, k, min_rise, smooth)
-    flagged = sorted((_step_outliers(loss, window, k, min_rise) | rises).items())
+    flagged = _early_rises(loss, window, k, min_rise) | _step_outliers(loss, window, k, min_rise) | rises
+    flagged = sorted(flagged.items())
     groups: list[list[tuple[int, float]]] = []
     for i, level in flagged:
         if groups and i - groups[-1][-1][0] < window:

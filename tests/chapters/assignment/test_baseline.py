@@ -37,8 +37,15 @@ def test_compare_speeds_and_its_check():
         qa, qb = statistics.mean(a), statistics.mean(b)
         return "faster" if qa > 1.2 * qb else "slower" if qb > 1.2 * qa else "too noisy to tell"
 
-    with pytest.raises(AssertionError, match="compare quartiles, not medians"):
+    def by_quartiles(a, b):     # the classic mistake: overlapping spreads read as "no difference"
+        a_lo, _, a_hi = statistics.quantiles(a, n=4)
+        b_lo, _, b_hi = statistics.quantiles(b, n=4)
+        return "faster" if a_lo > b_hi else "slower" if a_hi < b_lo else "too noisy to tell"
+
+    with pytest.raises(AssertionError, match="five steps this spread cannot pin a median down"):
         check_compare_speeds(by_median)
+    with pytest.raises(AssertionError, match="a 3% shift over 200 steps"):
+        check_compare_speeds(by_quartiles)
     with pytest.raises(AssertionError, match="one outlier"):
         check_compare_speeds(by_mean)
     with pytest.raises(AssertionError, match="return one of"):
@@ -51,7 +58,8 @@ def test_takeaways_say_noise_or_drift_as_the_log_does(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
     run = _run(tmp_path / "a", noisy)
     text = baseline.baseline_takeaways(run, baseline.speed_halves(run))
-    assert "too noisy to tell on this machine which half was faster" in text and "is noise, not the trunk" in text
+    assert "too noisy to tell on this machine which half was faster" in text and "its own interval excludes 0" in text
+    assert "95% bootstrap interval" in text
     assert "quartiles" in text and "tokens/s" in text
     drifting = _run(tmp_path / "b", steady[:12] + [s / 2 for s in steady[12:]])
     text = baseline.baseline_takeaways(drifting, baseline.speed_halves(drifting))

@@ -187,6 +187,22 @@ def test_a_gradual_bump_in_the_plotted_curve_is_a_spike_and_noise_is_not(tmp_pat
     assert 285 <= spike.step <= 315 and spike.recovered_after is not None
 
 
+def test_a_spike_in_the_first_steps_is_found_and_a_fast_fall_is_not(tmp_path):
+    """The first steps have no window of past: run 3b's 9.72 at step 9 (111x its median gradient norm) sat in them."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    steps = np.arange(120)
+    falling = 3.0 + 4.6 * np.exp(-steps / 8) + rng.normal(0, 0.03, len(steps))   # 7.6 -> 3: steep at first
+    early = falling.copy()
+    early[9] = 9.72
+    calm = make_run(tmp_path, "calm", steps=120, losses=falling.tolist())
+    spiky = make_run(tmp_path, "spiky", steps=120, losses=early.tolist())
+    assert loss_spikes(Path(calm["config"]["out_dir"])) == []
+    [spike] = loss_spikes(Path(spiky["config"]["out_dir"]))
+    assert spike.step == 9 and spike.loss == pytest.approx(9.72)
+
+
 def _views_frame(root: Path):
     df = load_runs(root, "smoke")
     return df, max_batch_views(df)

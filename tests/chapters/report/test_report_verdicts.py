@@ -9,8 +9,8 @@ from pathlib import Path
 from rev.chapters.report import writer as report
 from rev.chapters.report.companions import companion_findings
 from rev.chapters.report.exercises import race_answer
-from rev.chapters.report.headline import NOISY, headline_lines, limits, throughput_caveat
-from rev.chapters.shared.results import distinct_runner_up, load_runs
+from rev.chapters.report.headline import NOISY, compare_speed, headline_lines, limits, throughput_caveat
+from rev.chapters.shared.results import distinct_runner_up, load_runs, main_run
 from rev.chapters.shared.run_log import speed_spread
 
 PROFILE = "smoke"
@@ -105,6 +105,19 @@ def test_a_gap_inside_the_spread_is_too_noisy_to_tell(tmp_path):
     assert NOISY in race_answer(df).split("same batch the reversible run")[1]
 
 
+def test_a_3_percent_shift_over_many_steps_is_read_although_the_quartiles_overlap(tmp_path):
+    import random
+
+    rng = random.Random(4)
+    base = [1000 + rng.gauss(0, 60) for _ in range(300)]
+    rev = [970 + rng.gauss(0, 60) for _ in range(300)]          # 3% slower; single steps vary by 6%
+    root = _results(tmp_path, base, rev)
+    c = compare_speed(*(main_run(load_runs(root, PROFILE), n) for n in ("run1_baseline", "run2_reversible_same_batch")))
+    assert c.rev_q[2] > c.base_q[0]                              # the middle halves overlap ...
+    assert c.verdict == "slower" and c.interval[1] < 0           # ... and the difference is still plain
+    assert "95% bootstrap interval" in c.spread_text() and NOISY not in _headline(root)["Throughput"]
+
+
 def test_memory_loss_and_batch_lines_turn_with_the_numbers(tmp_path):
     good = _headline(_results(tmp_path / "good", _steady(1000), _steady(700)))
     assert "a cut of 50%" in good["Memory"] and "kept, within the 0.02 nats" in good["Loss"]
@@ -125,6 +138,21 @@ def test_a_deep_run_that_loses_refutes_the_prediction_and_one_that_wins_confirms
     wins = load_runs(_results(tmp_path / "wins", _steady(1000), _steady(700), deep_val=4.3), PROFILE)
     assert "The deep run ends lowest per token: **held**" in race_answer(wins)
     assert "the lowest of them" in "\n".join(report.takeaways(wins))
+
+
+def test_the_exactness_takeaway_reports_the_worst_trained_trunk_not_the_best(tmp_path):
+    root = _results(tmp_path, _steady(1000), _steady(700))
+    run3 = root / PROFILE / "run3_reversible_max_batch" / "summary.json"
+    summary = json.loads(run3.read_text())
+    run3.write_text(json.dumps(summary | {"reconstruction_error": 2.57e-3}))
+    [line] = [t for t in report.takeaways(load_runs(root, PROFILE)) if t.startswith("**Exactness**")]
+    assert "at worst 2.6e-03 (reversible max batch" in line and "batch 40" in line
+    assert "at best 1.0e-06" in line and "2570x apart" in line
+    run2 = root / PROFILE / "run2_reversible_same_batch" / "summary.json"   # a fixed stream rebuilds exactly
+    run2.write_text(json.dumps(json.loads(run2.read_text()) | {"reconstruction_error": 0.0}))
+    [line] = [t for t in report.takeaways(load_runs(root, PROFILE)) if t.startswith("**Exactness**")]
+    assert "at best exactly 0 (reversible" in line
+    assert ", below the 0.01 the training loop trusts (0.26x it)" in line
 
 
 def test_the_fastest_run_is_named_from_the_table(tmp_path):
