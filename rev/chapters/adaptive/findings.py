@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..shared.tables import counted
 from .placement import uniform_layout
 from .policy import AdaptivePolicy
 from .sizes import ChapterSizes
@@ -98,7 +99,7 @@ def _layout_lines(sizes: ChapterSizes, layouts: Mapping[str, Mapping[str, dict]]
         lines.append(f"* **{trunk}** (trained {sizes.pretrain_steps} steps, then expanded with gain {gains[trunk]:g}): "
                      f"with no kept states the rebuilt input misses by {none['recon_error'][0]:.2g} and the worst "
                      f"parameter's gradient cosine is {none['grad_cos_min']:.5f}; the calibrated adaptive policy "
-                     f"(tau_warn = {calibrated[trunk].tau_warn:.2g}) keeps {ada['n_kept']} state(s) at "
+                     f"(tau_warn = {calibrated[trunk].tau_warn:.2g}) keeps {counted(ada['n_kept'], 'state')} at "
                      f"{list(ada['keep'])} ({ada['kept_bytes']:,} bytes on the probe) and reaches "
                      f"{ada['grad_cos_min']:.6f}; fixed spacing with the same memory ({list(fix['keep'])}) reaches "
                      f"{fix['grad_cos_min']:.6f}.")

@@ -15,6 +15,7 @@ from ...engine.maxbatch import MaxDepth
 from ...engine.noise_scale import steps_ratio, tokens_ratio
 from ...engine.optim import WARMUP_FLOOR_STEPS
 from ..shared.results import deep_capped, loss_head_finding, number, stream_reliability
+from ..shared.tables import counted
 from ..shared.run_log import PLATEAU_NATS, first_evaluation_from, run_start, val_loss_at
 from .exercises import memory_split
 from ..shared.runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio,
@@ -322,7 +323,7 @@ def stalled_start(run_dir, context_free: float | None, other_dir=None, label: st
     theirs = f" (run 1b's: {ost.warmup_steps})" if ost else ""
     return (f"{label} stalled: its running-mean training loss sat within {PLATEAU_NATS} nats of the context-free line "
             f"({unigram:.2f}) for {st.plateau_steps} consecutive steps of its {st.steps}, learning token frequencies and little "
-            f"else. Its warm-up lasted {st.warmup_steps} step(s){theirs} (the recipe's floor is "
+            f"else. Its warm-up lasted {counted(st.warmup_steps, 'step')}{theirs} (the recipe's floor is "
             f"{WARMUP_FLOOR_STEPS}) up to its peak learning rate {st.peak_lr:.4f}, and its gradient norm peaked at "
             f"{st.max_grad_norm:.1f} at step {st.max_grad_step} ({st.max_grad_norm / st.median_grad_norm:.0f}x its "
             f"median). A few large steps at a high rate before Adam's moment estimates settle can leave a model on "
@@ -339,7 +340,7 @@ def spike_finding(runs: dict[str, dict]) -> str:
     for name, s in runs.items():
         run_dir = run_dir_of(s)
         for sp in (loss_spikes(run_dir) if run_dir else []):
-            back = (f"the plotted curve was back near that level {sp.recovered_after} step(s) later"
+            back = (f"the plotted curve was back near that level {counted(sp.recovered_after, 'step')} later"
                     if sp.recovered_after is not None else "it had not come back to that level by the end of the run")
             err = number(s.get("reconstruction_error"))
             if s.get("trunk") == "residual" or err is None:

@@ -22,6 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..shared.tables import counted
 from .controller import RankController
 from .experiment import gradient_fidelity, make_digits, new_model, step_peak_bytes
 from .sizes import LowRankSizes, chapter_sizes
@@ -239,7 +240,7 @@ def _local_check_line(th: dict, v: dict, checkpoints: dict | None) -> str:
     """The tau_grad takeaway: how often the local forward check fired, and (from exercise 09b.3's measurement)
     whether it sees the drift of the rebuilt early states."""
     head = (f"* Thresholds from held-out seeds: tau_rank = {th['tau_rank']:.2g}, tau_grad = {th['tau_grad']:.1e}. "
-            f"The local forward check behind tau_grad fired {v['reloads']} time(s) in training.")
+            f"The local forward check behind tau_grad fired {counted(v['reloads'], 'time')} in training.")
     if checkpoints is None:
         return head
     r = checkpoints["rows"][0]

@@ -25,7 +25,7 @@ from ...engine.cli import folder_arg
 from ...engine.files import swap_in, write_text
 from ...engine.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
-from ..shared.tables import format_number, tidy
+from ..shared.tables import counted, format_number, tidy
 from ..screening.rule import LOSS_TIE
 from .companions import companion_findings
 from ..assignment.takeaways import stalled_start
@@ -417,7 +417,7 @@ def reconstruction_summary(df: pd.DataFrame) -> str:
     for stream, group in rev.groupby("stream", sort=True):
         e = err[group.index]
         worst = group.loc[e.idxmax()]
-        lines.append(f"- **{stream}**: {len(group)} trained trunk(s), errors {e.min():.1e} to {e.max():.1e}; the "
+        lines.append(f"- **{stream}**: {counted(len(group), 'trained trunk')}, errors {e.min():.1e} to {e.max():.1e}; the "
                      f"largest ({worst['run']}: {worst['trunk']}, {format_value(worst['n_layer'], '{:.0f}')} layers, "
                      f"{format_value(worst['tokens'], '{:,.0f}')} tokens) is {_against_limit(float(e.max()))}.")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from ...core.model import is_reversible
 from ...core.reversible import RECON_LIMIT
 from ...engine.files import read_json, write_json
 from ...engine.profiles import ProfileLike, get_profile
+from ..shared.tables import counted
 from ..shared.runs import profile_dir, run_speed, train_run
 
 LOSS_TIE = 0.02           # validation losses closer than this (nats) count as a tie
@@ -149,7 +150,7 @@ def choose(rows: list[dict], recon_limit: float = RECON_LIMIT) -> tuple[dict, st
     pick = pick_of_tie(tied)
     base = next((r for r in rows if r["trunk"] == "residual"), None)
     reason = (f"{pick['name']} reached validation loss {pick['val_loss']:.3f} "
-              f"(best reversible {best:.3f}; {len(tied)} candidate(s) within {LOSS_TIE} nats), "
+              f"(best reversible {best:.3f}; {counted(len(tied), 'candidate')} within {LOSS_TIE} nats), "
               f"{_speed_reason(pick, tied)}, and rebuilt its input with relative "
               f"error {pick['reconstruction_error']:.1e} (limit {recon_limit:g})")
     if base:

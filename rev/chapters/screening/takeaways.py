@@ -4,6 +4,7 @@ turns out otherwise reads otherwise). Losses closer than `LOSS_TIE` are a tie th
 from __future__ import annotations
 
 from ...core.reversible import RECON_LIMIT
+from ..shared.tables import counted
 from .rule import LOSS_TIE, reconstructs
 
 
@@ -23,7 +24,7 @@ def screening_takeaways(result: dict) -> str:
     over = [r["name"] for r in rev if not reconstructs(r)]
     return _bullets([
         f"Lowest reversible loss: `{best['name']}` at {best['val_loss']:.3f} after {result['tokens']:,} tokens"
-        + (f", tied (within {LOSS_TIE} nats) with {len(tied) - 1} other candidate(s), which one seed cannot order"
+        + (f", tied (within {LOSS_TIE} nats) with {counted(len(tied) - 1, 'other candidate')}, which one seed cannot order"
            if len(tied) > 1 else f", ahead of every other candidate by more than the {LOSS_TIE}-nat tie")
         + f"; against the baseline's {base['val_loss']:.3f}, "
         + (f"a tie ({gap:+.3f} nats)." if abs(gap) <= LOSS_TIE else f"{abs(gap):.3f} nats "

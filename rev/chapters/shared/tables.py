@@ -48,3 +48,8 @@ def tidy(df: pd.DataFrame, sig: int = 4) -> pd.DataFrame:
     for c in out.columns:
         out[c] = [format_number(v, sig) for v in df[c]]
     return out
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`3 steps`, `1 step`: a count with its noun in the right number (never "step(s)")."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -66,6 +66,9 @@ def scaling_problem() -> tuple[Problem, list[float]]:
     return pb, [eta0 / 2 ** j for j in range(4)]
 
 
+SLOPE_MARGIN = 0.25   # how far a predicted log-log slope may lie from the measured one
+
+
 def check_defect_slopes(predicted: dict[str, float]) -> str:
     """Exercise 08.2: the predicted log-log slopes of the defect and of the TA error against eta, measured."""
     assert isinstance(predicted, dict) and set(predicted) == {"defect", "ta_error"}, (
@@ -76,7 +79,9 @@ def check_defect_slopes(predicted: dict[str, float]) -> str:
     hints = {"defect": "the defect's leading term is -eta^2 J U",
              "ta_error": "TA divides the defect by 2 eta and compares with (eta/2) J U: what is left is relative"}
     for k, m in measured.items():
-        assert abs(float(predicted[k]) - m) < 0.35, (
+        # the answers are orders (integers); the measured TA slope (~0.84) sits below its order 1 before the
+        # asymptote, so the margin is what keeps 1 and rejects 0.5 or 2
+        assert abs(float(predicted[k]) - m) < SLOPE_MARGIN, (
             f"you predicted a slope of {predicted[k]} for {k!r}; the measurement gives {m:.2f}. Hint: {hints[k]}")
     return f"slopes measured: defect {measured['defect']:.2f}, TA error {measured['ta_error']:.2f}"
 

@@ -21,7 +21,7 @@ from rev.engine.files import write_text
 
 from .defect import coupling
 from .seeds import MEASURES, UNDECIDED, ShockRuns, claim_status, measure_series
-from .shock import fluctuation_verdict, windowed_variance
+from .shock import CONVERGED_FACTOR, fluctuation_verdict, noise_floor, windowed_variance
 from .sizes import FluctuationSizes
 
 
@@ -217,7 +217,7 @@ def takeaways(f: ChapterFindings) -> str:
         f"x5 {tr.loc[5.0, resp]:.2f} vs /5 {tr.loc[0.2, resp]:.2f} ({f.verdict('transformer')}); "
         f"linear x5 {li.loc[5.0, resp]:.2f} vs /5 {li.loc[0.2, resp]:.2f} ({f.verdict('linear')}). "
         f"{'On its one seed' if f.n_seeds == 1 else f'On the first of {f.n_seeds} seeds'} the claim "
-        f"{'holds' if f.claim_holds() else 'does not hold'} at the default base LRs.",
+        f"{'holds' if f.claim_holds() else 'does not hold'} at the default base LRs." + _unconverged_caveat(f),
         "The linear verdict across base LRs: "
         + ", ".join(f"{r.base_lr:.3g}: {r.verdict_over_eta2}{' (converged)' if r.converged else ''}"
                     for r in scan.itertuples())
@@ -239,6 +239,20 @@ def takeaways(f: ChapterFindings) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
 
+def _unconverged_caveat(f: ChapterFindings) -> str:
+    """Where the perceptron's verdict decides the claim but it never reached its noise floor before the change:
+    its "ordinary" is then the state of an unconverged model, not a property of a linear one."""
+    before = {k: float(f.shock[k].set_index("factor").loc[1.0, "loss_before"]) for k in ("linear", "transformer")}
+    floor = noise_floor(f.shock_sizes)
+    if before["linear"] < CONVERGED_FACTOR * floor:
+        return ""
+    tr = before["transformer"]
+    other = ("the transformer had (" if tr < CONVERGED_FACTOR * floor else "nor had the transformer (") + f"{tr:.3f})"
+    return (f" But the perceptron had not converged when its LR changed (loss {before['linear']:.3f} against a "
+            f"noise floor of {floor:.3f}); {other}: its verdict describes a model still learning, so it cannot "
+            f"say that linear models are ordinary.")
+
+
 def _single_run_caveat(n_seeds: int, over_seeds_shown: bool) -> str:
     """What the single-seed LR-shock line above may be read as, given how many seeds were run."""
     if n_seeds == 1:
@@ -255,8 +269,10 @@ def _seeds_line(verdicts: pd.DataFrame, source: str) -> str:
              f"(claim {claim_status(verdicts, m)})" for m in verdicts.measure.unique()]
     n_undecided = int((verdicts.verdict == UNDECIDED).sum())
     n_seeds = max(len(str(s).split()) for s in verdicts.seeds) if "seeds" in verdicts else 0
+    chance = (f" Unanimity is weak evidence at this count: were each seed's verdict a coin flip, all {n_seeds} "
+              f"would agree with probability 2^(1-{n_seeds}) = 1 in {2 ** (n_seeds - 1)}." if n_seeds >= 2 else "")
     return (f"Over {n_seeds} seeds ({source}): " + "; ".join(parts) + f". {n_undecided} of {len(verdicts)} verdicts "
-            f"are {UNDECIDED}: a verdict stands only when every seed agrees.")
+            f"are {UNDECIDED}: a verdict stands only when every seed agrees." + chance)
 
 
 def write_summary(path: str | Path, summary: dict) -> None:

@@ -33,6 +33,7 @@ class ReversalBatch:
 
 
 LAYOUTS = ("distinct", "paper")
+CONVERGED_FACTOR = 1.25  # a run has converged when its loss before the change lies within 25% of the noise floor
 PAPER_RESERVED = 4      # the paper's tokens 0..3 are special; data tokens are drawn from {4 .. V-1}
 PAPER_SEPARATOR = 3     # one of the reserved tokens marks the start of the answer
 
@@ -331,5 +332,5 @@ def lr_scan(kind: str, sizes: FluctuationSizes, multipliers: Sequence[float] | N
     if not rows:
         return pd.DataFrame(columns=["base_lr", "converged"])
     out = pd.DataFrame(rows).sort_values("base_lr").reset_index(drop=True)
-    out.insert(1, "converged", out["loss_before"] < 1.25 * noise_floor(sizes))
+    out.insert(1, "converged", out["loss_before"] < CONVERGED_FACTOR * noise_floor(sizes))
     return out

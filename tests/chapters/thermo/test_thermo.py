@@ -337,6 +337,8 @@ def test_exercise_checks_pass_on_the_solutions_and_fail_on_wrong_answers():
     assert "defect" in th.check_defect_slopes({"defect": 2.0, "ta_error": 1.0})
     with pytest.raises(AssertionError, match="slope"):
         th.check_defect_slopes({"defect": 1.0, "ta_error": 1.0})
+    with pytest.raises(AssertionError, match="ta_error"):        # half an order is not first order
+        th.check_defect_slopes({"defect": 2.0, "ta_error": 0.5})
     with pytest.raises(AssertionError, match="keys"):
         th.check_defect_slopes({"defect": 2.0})
 
@@ -418,7 +420,24 @@ def test_takeaways_count_the_seeds_that_were_run():
     assert "One seed" not in three and "reads the first of 3 seeds" in three
     assert "On the first of 3 seeds the claim" in three   # the single-seed verdict says which seed it read
     assert "the verdict over all 3 seeds (next line) is the one to read" in three
-    assert "Over 3 seeds (run here)" in three
+    assert "Over 3 seeds (run here)" in three and "probability 2^(1-3) = 1 in 4" in three
+
+
+def test_an_unconverged_perceptron_cannot_carry_the_claim():
+    import dataclasses
+
+    f = _small_findings()[0]
+    floor = th.noise_floor(f.shock_sizes)
+
+    def with_linear_loss(loss):
+        shock = dict(f.shock)
+        shock["linear"] = shock["linear"].assign(loss_before=loss)
+        return th.takeaways(dataclasses.replace(f, shock=shock))
+
+    stuck = with_linear_loss(6.5 * floor)
+    assert "the perceptron had not converged when its LR changed" in stuck
+    assert "cannot say that linear models are ordinary" in stuck
+    assert "had not converged" not in with_linear_loss(1.1 * floor)
 
 
 def test_the_paper_setup_is_claimed_only_when_every_field_matches(tmp_path):
