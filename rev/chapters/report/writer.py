@@ -29,7 +29,7 @@ from ..shared.tables import counted, format_number, tidy
 from ..screening.rule import LOSS_TIE
 from .companions import companion_findings
 from ..assignment.takeaways import stalled_start
-from .headline import (NOISY, compare_speed, headline_lines, limits, max_batch_speed_sentence, mib, pct,
+from .headline import (NOISY, compare_speed, headline_lines, limits, max_batch_speed_sentence, mib,
                               speed_sentence)
 from ..shared.results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped,
                       deep_search, loss_head_finding, loss_head_table, max_batch_views, screening_check, stream_runs,
@@ -151,7 +151,7 @@ def _finding_val(base: pd.Series, rev: pd.Series, what: str) -> str | None:
         return None
     tokens, b, r = eq
     out = (f"{what}, after {tokens:,} tokens the validation loss was {r:.3f} (reversible) vs {b:.3f} (baseline): "
-           f"a difference of {r - b:+.3f} ({pct(r / b)}).")
+           f"a difference of {r - b:+.3f} nats.")
     sb, sr = number(base.get("steps")), number(rev.get("steps"))
     if sb and sr and sb != sr:
         out += (f" The same tokens took {int(sr):,} optimizer steps (reversible) against {int(sb):,} (baseline): "
@@ -225,16 +225,21 @@ def _finding_screening(df: pd.DataFrame) -> str | None:
 def _finding_published(df: pd.DataFrame, mb: dict | None) -> str | None:
     h = headline(df, mb).set_index("key")
     parts = []
-    for key, what in (("peak_memory", "peak memory"), ("max_batch", "max batch"), ("tokens_per_s", "tokens/s"),
-                      ("val_loss", "validation loss")):
+    for key, what in (("peak_memory", "peak memory"), ("max_batch", "max batch"), ("tokens_per_s", "tokens/s")):
         r = number(h.loc[key, "ratio"])
         if r is not None:
             c = compare_speed(main_run(df, BASE), main_run(df, REV)) if key == "tokens_per_s" else None
             noisy = f"; {NOISY}" if c is not None and c.noisy else ""   # a ratio inside the spread says nothing
             parts.append(f"{what} {r:.2f}x (published {h.loc[key, 'published_ratio']:.2f}x{noisy})")
+    # a cross-entropy's ratio means nothing across corpora: the loss gap is read in nats
+    b, r = number(h.loc["val_loss", "baseline"]), number(h.loc["val_loss", "reversible"])
+    if b is not None and r is not None:
+        ref = published_reference().set_index("key").loc["val_loss"]
+        parts.append(f"validation loss {r - b:+.3f} nats (published {ref['reversible'] - ref['baseline']:+.3f}, on "
+                     f"another corpus and model)")
     if not parts:
         return None
-    return f"Reversible / baseline here vs the published figures ({PUBLISHED_SOURCE}): " + "; ".join(parts) + "."
+    return f"Reversible against baseline here vs the published figures ({PUBLISHED_SOURCE}): " + "; ".join(parts) + "."
 
 
 def _finding_streams(df: pd.DataFrame) -> str | None:

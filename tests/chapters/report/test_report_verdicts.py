@@ -155,6 +155,12 @@ def test_the_exactness_takeaway_reports_the_worst_trained_trunk_not_the_best(tmp
     assert ", below the 0.01 the training loop trusts (0.26x it)" in line
 
 
+def test_losses_on_different_corpora_are_compared_in_nats_not_as_a_ratio(tmp_path):
+    text = "\n".join(report.findings(load_runs(_results(tmp_path, _steady(1000), _steady(700)), PROFILE)))
+    assert "validation loss +0.010 nats (published +0.041, on another corpus and model)" in text
+    assert "validation loss 1.00x" not in text and "difference of +0.010 nats." in text
+
+
 def test_the_fastest_run_is_named_from_the_table(tmp_path):
     # max-batch runs at 3000 and 2000 tokens/s against same-batch runs at 1000 and below: a max-batch run wins
     fast = load_runs(_results(tmp_path / "fast", _steady(1000), _steady(700)), PROFILE)
