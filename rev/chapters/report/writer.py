@@ -259,10 +259,26 @@ def _finding_streams(df: pd.DataFrame) -> str | None:
         out += (f" The {wide['stream']} stream ran at {wide['tokens_per_s'] / narrow['tokens_per_s']:.2f}x the fp32 "
                 f"stream's tokens/s ({f'{c.verdict}; {c.spread_text()}' if c else 'no timings to compare'}) "
                 f"and fit {wide['batch'] / narrow['batch']:.2f}x its batch.")
+    out += _stream_confounds(df, a, b)
     for _, r in t.iterrows():
         if r["reliable"] is not None and not r["reliable"]:
             out += f" {r['run']} is {r['why']}."
     return out
+
+
+def _stream_confounds(df: pd.DataFrame, a: pd.Series, b: pd.Series) -> str:
+    """What else differs between the two stream runs: each at its own max batch, so batch, steps and rate move with
+    the stream, and their loss gap is not the stream's alone."""
+    ra, rb = main_run(df, a["run"]), main_run(df, b["run"])
+    differ = []
+    for col, what, fmt in (("batch_size", "batch", "{:,.0f}"), ("steps", "steps", "{:,.0f}"), ("lr", "peak lr", "{:.2g}")):
+        va, vb = (number(r.get(col)) if r is not None else None for r in (ra, rb))
+        if va is not None and vb is not None and va != vb:
+            differ.append(f"{what} {fmt.format(va)} vs {fmt.format(vb)}")
+    if not differ:
+        return ""
+    return (" This is not a stream comparison alone: with each at its own max batch, " + ", ".join(differ)
+            + " differ with the stream, so the loss gap mixes the stream with the batch it bought.")
 
 
 def _finding_max_batch_views(df: pd.DataFrame) -> str | None:

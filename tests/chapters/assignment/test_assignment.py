@@ -59,6 +59,8 @@ def test_run3b_flags_an_fp32_run_above_the_limit_as_unreliable_with_the_reason(r
     text = "\n".join(report.findings(df))
     assert "run3_reversible_max_batch is unreliable" in text and "run3b_reversible_max_batch_stream is unreliable" \
         not in text
+    # each at its own max batch: what moves with the stream is said, not left to read as the stream's effect
+    assert "This is not a stream comparison alone" in text and "batch 32 vs 20, steps 10 vs 16" in text
     md = report.report_markdown(df)
     assert "## Run 3b" in md and "| NO |" in md and "| yes |" in md
     # exactly at the limit still counts as reliable; no measurement is no verdict
