@@ -195,7 +195,18 @@ def depth_finding(run1: dict, run2: dict | None, run4: dict, deep: MaxDepth) -> 
         why = f"a tie, within {LOSS_TIE} nats: at this budget the extra layers bought nothing one seed can see"
     speed = speed_ratio_between(run4, run2)
     cost = "" if speed is None else f" Per token, {speed_verdict(speed, 'run 4', 'run 2')}."
-    return (f"{head} Against run 2, the same trunk with {run2['n_layer']} layers, at {v2:.3f}: {why}.{cost}")
+    return (f"{head} Against run 2, the same trunk with {run2['n_layer']} layers, at {v2:.3f}: {why}.{cost}"
+            + _horizon_caveat(run2, run4))
+
+
+def _horizon_caveat(run2: dict, run4: dict) -> str:
+    """Run 4 keeps the step h: more layers integrate for longer (L h), so depth and horizon change together."""
+    h2, h4 = run2.get("h"), run4.get("h")
+    if h2 is None or h4 is None or h2 != h4 or run4["n_layer"] == run2["n_layer"]:
+        return ""
+    return (f" Run 4 keeps h = {h4:g}, so its integration horizon L h grew with its depth "
+            f"({run2['n_layer']} x {h2:g} = {run2['n_layer'] * h2:g} to {run4['n_layer']} x {h4:g} = "
+            f"{run4['n_layer'] * h4:g}): depth and horizon changed together, and this one run cannot tell them apart.")
 
 
 def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, run2: dict | None = None) -> str:

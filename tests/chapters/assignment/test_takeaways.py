@@ -126,6 +126,9 @@ def test_the_depth_finding_says_when_the_deeper_model_lost(tmp_path):
     assert "a tie" in t_tie and T.TOO_NOISY in t_tie
     assert "run 4 was slower than run 2" in t_lost
     assert "not in the results" in T.depth_finding(run1, None, lost, _deep())
+    # run 4 at 6 layers with run 2's h: the horizon grew with the depth, and the finding says so
+    assert "horizon L h grew with its depth (2 x 1 = 2 to 6 x 1 = 6)" in t_lost
+    assert "horizon" not in T.depth_finding(run1, run2, make_run(tmp_path / "d", "run4_reversible_deep", val=5.1), _deep())
 
 
 def test_where_the_memory_went_reads_batch_and_depth_against_run_2_at_equal_tokens(tmp_path):
