@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...core.model import stored_twin
 from ...core.reversible import RECON_LIMIT
 from ...engine.maxbatch import MaxDepth
 from ...engine.noise_scale import steps_ratio, tokens_ratio
@@ -158,14 +159,22 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
                       f"it): {speed_verdict(ratio, 'run 2', 'run 1')}." if ratio is not None else
                       "Speed: no per-step log to give the training runs' tokens/s a spread.")
     tokens, v2, v1 = _equal_tokens(run2, run1)
+    slicing = run2.get("batch_slicing") or {}
+    sliced = (f" Its step ran the batch as {slicing['described']} (`rev.engine.slicing`), so backward rebuilt one "
+              f"slice's activations at a time: that is how the ratio can fall below 1/{layers}."
+              if slicing.get("slices", 1) > 1 else "")
     return _bullets([
         f"At batch {run2['batch_size']} the reversible trunk peaked at {mem:.2f}x the baseline's memory "
         f"({run2['peak_memory_bytes'] / 2**20:.1f} vs {run1['peak_memory_bytes'] / 2**20:.1f} MiB); the part above "
         f"the static one (activations, temporaries, the loss's logits) was {act:.2f}x, where keeping one of the "
-        f"{layers} layers' activations instead of all would give {1 / layers:.2f}x before what both trunks keep.",
+        f"{layers} layers' activations instead of all would give {1 / layers:.2f}x before what both trunks keep."
+        + sliced,
         speed_line,
-        f"Validation loss {v2:.3f} vs {v1:.3f} ({v2 - v1:+.3f} nats) at {tokens:,} tokens: "
-        f"{loss_verdict(v2 - v1, 'the reversible trunk', 'the baseline')}.",
+        f"Validation loss {v2:.3f} vs {v1:.3f} ({v2 - v1:+.3f} nats) at {tokens:,} tokens, one seed each: "
+        f"{loss_verdict(v2 - v1, 'the reversible trunk', 'the baseline')}. This gap is the architecture's "
+        f"({run2['trunk']}, h = {run2.get('h', '?')}, against a residual trunk), not the memory-free backward's: "
+        f"that one computes its stored twin's gradients (the twin check above), so the stored "
+        f"{stored_twin(run2['trunk'])} would train to the same loss up to round-off.",
         f"The trained trunk rebuilds its input with relative error {run2['reconstruction_error']:.1e} "
         f"(limit {RECON_LIMIT:g}).",
     ])

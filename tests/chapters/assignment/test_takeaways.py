@@ -100,6 +100,11 @@ def test_same_batch_takeaways_change_with_speed_and_loss(tmp_path):
     assert "the reversible trunk lost by 0.200 nats" in text_lost and "won by 0.200 nats" in text_won
     assert "was slower than" in text_lost and "was faster than" in text_won
     assert "has its median outside the bench's spread" in text_lost   # runs 0.46 vs bench 0.77
+    # the loss gap is attributed to the architecture, with the stored twin named; slicing is said when it ran
+    assert "one seed each" in text_lost and "not the memory-free backward's" in text_lost
+    assert "the stored reveuler would train to the same loss" in text_lost and "slices" not in text_lost
+    sliced = T.same_batch_takeaways(run1, lost | {"batch_slicing": {"slices": 2, "described": "2 slices of 4 sequences"}})
+    assert "ran the batch as 2 slices of 4 sequences" in sliced and "below 1/2" in sliced
     # no bench: the training runs alone, flagged as such, and no fact stated beyond their spread
     alone = T.same_batch_takeaways(run1, lost, T.same_batch_speed(0.8, None, "reveuler_rev", run1, lost))
     assert "from the training runs alone" in alone and "interleaved bench" not in alone
