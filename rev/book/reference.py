@@ -2,7 +2,7 @@
 
 `notebooks/` carries no outputs (learners open clean notebooks), so nbval alone could only compare a notebook
 with itself. Instead the repository keeps, under `tests/notebooks/`, a *reference copy* of each notebook
-executed on the `smoke` profile in which only the outputs of `# NBVAL_CHECK_OUTPUT` cells are kept (no other
+executed on the `smoke` profile in which only the outputs of checked cells (tagged `nbval-check-output`) are kept (no other
 outputs, no images, no machine-specific metadata, no papermill-injected parameters).
 
     python -m rev nbref                              # execute the workbook (smoke) and write the references

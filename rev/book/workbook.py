@@ -84,8 +84,8 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
     check_kernel(kernel)
     build = Path(out) if out else Path("build") / profile
     (build / "notebooks").mkdir(parents=True, exist_ok=True)
-    params = {"PROFILE": profile, "RESULTS_DIR": str(Path(results).resolve()),
-              "DATA_DIR": str(Path(data_dir).resolve()), "SEED": seed, "INTERACTIVE": False}
+    params = {"PROFILE": profile, "RESULTS_DIR": notebook_path(results), "DATA_DIR": notebook_path(data_dir),
+              "SEED": seed, "INTERACTIVE": False}
     done = []
     for i, name in enumerate(names, 1):
         src, dst = NOTEBOOK_DIR / f"{name}.ipynb", build / "notebooks" / f"{name}.ipynb"
@@ -124,6 +124,14 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
     if not only or "07_report" in names:
         print(f"report: {write_report(results, profile)}")
     return done
+
+
+def notebook_path(folder: str | Path) -> str:
+    """A folder as the notebooks' parameters cell receives it: relative to the checkout when inside it (the set-up
+    cell makes it absolute under the checkout again), so the executed copy's parameters name no machine's paths;
+    absolute otherwise."""
+    path, root = Path(folder).resolve(), NOTEBOOK_DIR.parent
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def write_report(results: str | Path, profile: str) -> Path:

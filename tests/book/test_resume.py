@@ -101,3 +101,12 @@ def test_interrupted_workbook_continues_where_it_stopped(data_dir, tmp_path):
     got, want = (json.loads((d / "summary.json").read_text()) for d in (run1, ref))
     for key in ("steps", "final_train_loss", "final_val_loss"):
         assert got[key] == want[key], key
+
+
+def test_the_parameters_cell_names_folders_inside_the_checkout_relative_to_it(tmp_path):
+    from rev.book.workbook import notebook_path
+    from rev.book.sequence import NOTEBOOK_DIR
+
+    root = NOTEBOOK_DIR.parent
+    assert notebook_path(root / "build" / "ci" / "results") == "build/ci/results"   # no machine path in the copy
+    assert notebook_path(tmp_path / "r") == str(tmp_path / "r")                     # outside: absolute
