@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tokenizers import Tokenizer
 
+from .files import shown_path
+
 if TYPE_CHECKING:  # torch is imported only when batches are drawn: `prepare` does not need it
     import torch
 
@@ -118,7 +120,7 @@ class TokenData:
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{s}={self.n_tokens(s):,}" for s in SPLITS)
-        return f"TokenData({str(self.path)!r}, vocab_size={self.vocab_size}, tokens: {sizes})"
+        return f"TokenData({shown_path(self.path)!r}, vocab_size={self.vocab_size}, tokens: {sizes})"
 
     def array(self, split: str) -> np.memmap:
         """The token ids of a split, memory-mapped (read-only)."""

@@ -103,3 +103,13 @@ def swap_in(new: Path, dest: Path) -> None:
     os.replace(new, dest)
     if old.exists():
         shutil.rmtree(old) if old.is_dir() else old.unlink()
+
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as printed for a reader: relative to the checkout when it lies inside it, so a saved notebook names
+    no machine's folders; absolute otherwise (the reader chose that place)."""
+    p = Path(path).resolve()
+    return str(p.relative_to(CHECKOUT)) if p.is_relative_to(CHECKOUT) else str(p)

@@ -41,7 +41,7 @@ import torch.distributed as dist
 from .progress import tqdm
 
 from .cli import device_arg, folder_arg, positive_float, positive_int
-from .files import atomic_path, read_json, write_json
+from .files import atomic_path, read_json, shown_path, write_json
 from .optim import LR_SCALINGS, WARMUP_FLOOR_STEPS, adamw, lr_at, peak_lr, warmup_steps
 from .device import amp_dtype, autocast, describe, pick_device
 from .maxbatch import measured_slices
@@ -336,7 +336,7 @@ def train(cfg: TrainConfig) -> dict:
     dtype = amp_dtype(device, cfg.precision)
     key = run_key(cfg, plan, dtype)
     if cfg.resume == "auto" and (done := _finished(plan, key)) is not None:
-        print(f"reusing the finished run in {plan.out_dir} (same settings; train with resume=False to redo it)")
+        print(f"reusing the finished run in {shown_path(plan.out_dir)} (same settings; train with resume=False to redo it)")
         return done
     rank, world = _dist_setup(device)
     if plan.batch_size % world:

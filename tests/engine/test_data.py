@@ -336,3 +336,10 @@ def test_unigram_loss_matches_a_plain_count(corpus):
     expected = -sum(math.log((counts[t] + 1) / total) for t in val) / len(val)
     assert data.unigram_loss() == pytest.approx(expected, rel=1e-9)
     assert data.unigram_loss() < math.log(data.vocab_size)  # token frequencies carry information
+
+
+def test_paths_inside_the_checkout_are_shown_relative_to_it(tmp_path):
+    from rev.engine.files import CHECKOUT, shown_path
+
+    assert shown_path(CHECKOUT / "results" / "cpu" / "run1_baseline") == "results/cpu/run1_baseline"
+    assert shown_path(tmp_path) == str(tmp_path)          # a place the reader chose outside it stays as given

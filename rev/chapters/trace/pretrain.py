@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from ...engine.files import read_json
+from ...engine.files import read_json, shown_path
 from ...engine.profiles import MAIN_RUNS
 from ...engine.train import TrainConfig, load_model, train
 from .sizes import chapter_sizes, model_profile
@@ -63,4 +63,4 @@ def pretrained_model(profile: Any, results_dir: str | os.PathLike, data_dir: str
     val = summary.get("final_val_loss")
     val_text = f", val loss {val:.3f}" if isinstance(val, (int, float)) else ""
     return load_model(out, device), (f"no finished run to reuse: pretrained now for {steps} steps "
-                                     f"({tokens:,} tokens{val_text}), saved in {out}")
+                                     f"({tokens:,} tokens{val_text}), saved in {shown_path(out)}")
