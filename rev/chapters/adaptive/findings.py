@@ -179,6 +179,20 @@ def speed_line(a: Mapping, f: Mapping, f64: Mapping, fxp: Mapping) -> str:
             f"spacing needs none).")
 
 
+def _dominant_stream(f64: dict, fp32_arms: Sequence[dict], target_cos: float) -> str | None:
+    """The fp64 stream against both fp32 policies: when it meets the target within the budget with nothing kept
+    and no probes, it is the comparison's answer, whatever adaptive against fixed says."""
+    if f64["grad_cos_min"] < target_cos or f64["trunk_state_bytes"] > f64["budget_bytes"]:
+        return None
+    if any(f64["grad_cos_min"] < arm["grad_cos_min"] for arm in fp32_arms):
+        return None
+    speed = min(f64["tokens_per_s"] / arm["tokens_per_s"] for arm in fp32_arms if arm.get("tokens_per_s"))
+    return (f"* The fp64 stream dominates both fp32 policies here: worst cosine {f64['grad_cos_min']:.5f}, no kept "
+            f"state and no defect probe, its doubled state inside the same budget ({f64['trunk_state_bytes']:,} of "
+            f"{f64['budget_bytes']:,} bytes), at {speed:.2f}x the faster fp32 arm's tokens/s. Placement policies "
+            f"matter where a wider stream does not fit.")
+
+
 def _training_lines(sizes: ChapterSizes, summaries: Sequence[dict], run_logs: Mapping[str, Sequence[dict]],
                     budget_states: int, target_cos: float) -> list[str]:
     verdict = training_verdict(summaries, target_cos)
@@ -198,6 +212,13 @@ def _training_lines(sizes: ChapterSizes, summaries: Sequence[dict], run_logs: Ma
         f"streams alone differ by {noise:.3f} and all five span {spread:.3f}: in a run this short, loss does not "
         f"rank the methods (see the caution above); the gradient cosines do.",
         speed_line(a, f, f64, fxp)]
+    if verdict["fewer_kept_states"] and a.get("kept_max") is not None and a["kept_max"] >= f.get("kept_max", 0):
+        lines.append(f"* Fewer kept states on average ({a['kept_mean']:.2f} against {f['kept_mean']:.2f}) saves no "
+                     f"peak memory: at its most the adaptive policy kept {a['kept_max']} states, fixed spacing "
+                     f"{f['kept_max']}, and the budget is set by the most.")
+    dominant = _dominant_stream(f64, (a, f), target_cos)
+    if dominant:
+        lines.append(dominant)
     if verdict["adaptive_beats_fixed"]:
         why = "it kept fewer states" if verdict["fewer_kept_states"] else "its gradients were closer to the reference"
         if verdict["fewer_kept_states"] and verdict["better_fidelity"]:

@@ -123,19 +123,26 @@ def uniform_layout(n_layer: int, n_kept: int) -> tuple[int, ...]:
 
 
 def frontier_verdict(rows: Sequence[dict], margin: float = 1.5, floor: float = 1e-6) -> dict:
-    """Compare each adaptive point with fixed spacing at equal memory (`uniform_layout` with the same number of
-    kept states), on gradient error max(1 - cos_min, floor) and on the worst reconstruction error. Per metric
-    the adaptive layout *wins* if its error is `margin` times smaller, *loses* if `margin` times larger, else
-    ties. Returns the per-point comparisons and the counts per metric."""
+    """Compare each adaptive point with the *best* fixed spacing at equal memory (of the fixed layouts measured
+    with the same number of kept states, the one with the smallest gradient error, then reconstruction error;
+    `uniform_layout` when none was measured), on gradient error max(1 - cos_min, floor) and on the worst
+    reconstruction error. Per metric the adaptive layout *wins* if its error is `margin` times smaller, *loses*
+    if `margin` times larger, else ties. Returns the per-point comparisons and the counts per metric."""
     fixed = {r["keep"]: r for r in rows if r["kind"] == "fixed"}
     n_layer = rows[0]["n_layer"]
+
+    def best_fixed(n_kept: int) -> dict:
+        same = [r for r in fixed.values() if r["n_kept"] == n_kept]
+        if not same:
+            return fixed[uniform_layout(n_layer, n_kept)]
+        return min(same, key=lambda r: (grad_error(r["grad_cos_min"], floor), r["max_recon_error"]))
 
     def outcome(a: float, f: float) -> str:
         return "win" if f > margin * a else "loss" if a > margin * f else "tie"
 
     points = []
     for r in (r for r in rows if r["kind"] == "adaptive"):
-        rival = fixed[uniform_layout(n_layer, r["n_kept"])]
+        rival = best_fixed(r["n_kept"])
         points.append({"tau_warn": r["setting"], "n_kept": r["n_kept"], "keep": r["keep"], "fixed_keep": rival["keep"],
                        "adaptive_cos": r["grad_cos_min"], "fixed_cos": rival["grad_cos_min"],
                        "adaptive_recon": r["max_recon_error"], "fixed_recon": rival["max_recon_error"],

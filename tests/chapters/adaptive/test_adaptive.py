@@ -348,6 +348,9 @@ def test_uniform_layout_and_frontier_verdict():
     v = A.frontier_verdict(rows)
     assert [p["grad"] for p in v["points"]] == ["win", "tie"] and [p["recon"] for p in v["points"]] == ["tie", "tie"]
     assert v["grad_win"] == 1 and v["recon_tie"] == 2
+    # a better fixed layout of the same memory than the uniform one is the rival: the adaptive "win" goes
+    better = A.frontier_verdict(rows + [row("fixed", 2, (2,), 0.99999, 1e-3)])
+    assert better["points"][0]["fixed_keep"] == (2,) and better["points"][0]["grad"] == "tie"
 
 
 def _frontier_rows(adaptive: list[tuple[float, tuple, float, float]]) -> list[dict]:
@@ -418,3 +421,14 @@ def test_exercise_checks_refuse_wrong_answers_and_restore_the_function():
         with A.trunk_function(object):
             raise RuntimeError("inside")
     assert reversible.ReversibleFunction is real
+
+
+def test_the_fp64_stream_is_named_when_it_dominates_both_fp32_policies():
+    from rev.chapters.adaptive.findings import _dominant_stream
+
+    arm = lambda cos, tps: {"grad_cos_min": cos, "tokens_per_s": tps}                      # noqa: E731
+    f64 = {"grad_cos_min": 1.0, "trunk_state_bytes": 900, "budget_bytes": 1000, "tokens_per_s": 930.0}
+    line = _dominant_stream(f64, (arm(0.9995, 1000.0), arm(0.9990, 980.0)), 0.999)
+    assert "dominates both fp32 policies" in line and "0.93x the faster fp32 arm" in line
+    assert _dominant_stream(f64 | {"grad_cos_min": 0.998}, (arm(0.9995, 1000.0),), 0.999) is None   # misses
+    assert _dominant_stream(f64 | {"trunk_state_bytes": 1100}, (arm(0.9995, 1000.0),), 0.999) is None  # over budget
