@@ -212,9 +212,16 @@ def _word(wins: int, losses: int, p: float, what: str) -> str:
     return "the paired test separates neither arm"
 
 
+PEAK_MATCH = 0.05   # two arms' mean peaks within 5% count as equal memory
+
+
 def _verdict_line(name: str, v: dict) -> str:
     ties = lambda w, lo: v["seeds"] - w - lo  # noqa: E731
-    return (f"* {name}, {v['seeds']} paired seeds, equal mean measured peak (controller/fixed {v['peak_ratio']:.2f}; "
+    r = v["peak_ratio"]
+    memory = ("equal mean measured peak" if abs(r - 1) <= PEAK_MATCH else
+              f"mean measured peak not matched: the {'fixed arm' if r < 1 else 'controller'} had "
+              f"{abs(1 / r - 1) if r < 1 else r - 1:.0%} more")
+    return (f"* {name}, {v['seeds']} paired seeds, {memory} (controller/fixed {v['peak_ratio']:.2f}; "
             f"its largest seed {v['peak_ratio_max']:.2f}): controller mean rank {v['rank_c']:.1f} and "
             f"{v['kept_c']:.1f} kept states, fixed rank {v['rank_f']:.1f} and {v['kept_f']:.1f}; gradient cosine "
             f"{v['cos_c']:.3f} vs {v['cos_f']:.3f}. On gradient error the controller wins {v['wins']}, loses "

@@ -254,6 +254,9 @@ def test_takeaways_say_when_the_fixed_arm_was_the_dense_model():
     same = L.takeaways(1.0, 1e-15, 3.0, th, {**v, "rank_f": 6.0, "rank_c": 6.0, "kept_c": 2.0}, v, 10.0,
                        sz=dataclasses.replace(dense_sz, max_rank=6))
     assert "both arms ran the same rank and kept the same states" in same
+    assert "equal mean measured peak (controller/fixed 1.00" in text
+    unmatched = L.takeaways(1.0, 1e-15, 3.0, th, {**v, "peak_ratio": 0.87}, v, 10.0, sz=dense_sz)
+    assert "mean measured peak not matched: the fixed arm had 15% more" in unmatched
     assert "it saw the drift" in short
     assert "fixed arm ran at rank" not in L.takeaways(1.0, 1e-15, 3.0, th, v, v, 10.0)   # without sizes: not claimed
     # the rank rules alone measured the very same runs: said once, not counted as a second result
