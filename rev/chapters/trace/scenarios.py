@@ -100,6 +100,7 @@ def takeaways(*, logp_before: float, logp_after: float, rate_before: float, rate
         f"{ckpt_bpp:.2f} for a full checkpoint per step ({storage['fraction_of_checkpoint']:.0%} of it)"
         + (f"; the file for {steps} steps of {storage['n_params']:,} parameters: {file_bytes / 2**20:.1f} MiB, "
            f"steps x parameters x bytes per parameter per step." if file_bytes is not None else "."),
+        _alternatives_line(storage, steps),
         f"* Dropping every {prune_every}th step left {1 - pruned['exact'].score.score:.0%} of the fine-tuning "
         f"in the weights: score {pruned['exact'].score.score:.3f}, "
         + ("flagged irreversible." if pruned['exact'].irreversible else "**not** flagged irreversible."),
@@ -114,7 +115,9 @@ def _corrections_line(f32_lost: int, element_steps: int) -> str:
     """How many element-steps the float difference alone gets wrong, and whether the corrections are sparse."""
     share = f32_lost / max(1, element_steps)
     return (f"* The float difference alone would have restored {f32_lost:,} of {element_steps:,} element-steps "
-            f"wrongly ({share:.1e}): the corrections that fix them are "
+            f"wrongly ({share:.1e}; counted per element and step, so one weight can count at several steps, and "
+            f"errors can cancel on the way: this is not how many weights end wrong, which the cheap traces' "
+            f"scores count): the corrections that fix them are "
             + ("sparse." if share < 0.1 else "not sparse here, and storing them as positions and values costs more "
                                              "than it saves."))
 
@@ -128,7 +131,23 @@ def _breaks_line(lr_changed: Mapping, huge: Mapping) -> str:
     found = {(True, True): "the checks caught both", (False, False): "the checks caught neither",
              (True, False): "the lr check caught the changed lr, the update check missed the huge step",
              (False, True): "the update check caught the huge step, the lr check missed the changed lr"}[caught]
-    return f"* A changed lr and a huge step {what} (scores {scores[0]:.6f} and {scores[1]:.6f}); {found}."
+    note = (" That contradicts the research note, which lists both among the conditions that break an exact trace: "
+            "here they break only the cheap traces (next line)." if exact else "")
+    return f"* A changed lr and a huge step {what} (scores {scores[0]:.6f} and {scores[1]:.6f}); {found}.{note}"
+
+
+def _alternatives_line(storage: Mapping[str, float], steps: int) -> str:
+    """The trace's cost against the two obvious alternatives: the starting checkpoint alone (rolls back to the start
+    only) and the starting checkpoint plus the deterministic recipe (any step, by recomputing from the start)."""
+    per_step = storage["total_bytes_per_param_compressed"]
+    ckpt = storage["checkpoint_bytes_per_step"] / storage["n_params"]
+    even = ckpt / per_step if per_step else float("inf")
+    return (f"* Against the alternatives: the starting checkpoint alone costs {ckpt:.2f} bytes/parameter once and "
+            f"rolls back to the start only; {steps} steps of trace cost {per_step * steps:.1f}, more than that "
+            f"checkpoint after {even:.1f} steps. The checkpoint plus the deterministic recipe (this project's "
+            f"bit-exact resume) reaches any step for no more storage, at the price of recomputing up to it and of "
+            f"keeping the data and the code. The trace buys going back to any step without recomputing, without the "
+            f"data, and with a check that the walk is exact.")
 
 
 def _cheap_traces_line(intact: Mapping, huge: Mapping, threshold: float) -> str:
