@@ -8,7 +8,9 @@ traffic cannot get out either). Each page must then:
 * show its figures: as many images as the notebook had image outputs, each decoded (naturalWidth > 0);
 * render its math: MathJax's own elements (`mjx-container`) in every math span, no `mjx-merror`;
 * hold no error output, no `NBVAL_` marker and no machine path from the run's parameters.
-Search is checked too (a query gives results, from the local index). Returns the problems found, one a line.
+Search is checked too (a query gives results, from the local index), and the menu buttons are clicked on one
+chapter (`drawer_problems`): at phone width the chapter drawer and the page contents must open, at desktop width
+the chapter sidebar must hide. Returns the problems found, one a line.
 """
 from __future__ import annotations
 
@@ -126,6 +128,47 @@ def _screenshot(pw_page: Any, path: Path, scroll_to: str | None = None) -> None:
     pw_page.screenshot(path=str(path))
 
 
+PHONE, DESKTOP = {"width": 390, "height": 844}, {"width": 1280, "height": 900}
+# what each menu button must do, as the reader sees it: on a phone the chapter drawer and the page contents open
+# as dialogs; on a desktop the chapter sidebar hides
+_DRAWERS_JS = """() => {
+  const shown = e => !!e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
+  const open = id => { const d = document.getElementById(id); return !!d && d.open; };
+  return {chapters: open('pst-primary-sidebar-modal'), contents: open('pst-secondary-sidebar-modal'),
+          sidebar: shown(document.getElementById('pst-primary-sidebar'))};
+}"""
+
+
+def _click_visible(tab: Any, selector: str) -> bool:
+    button = next((b for b in tab.query_selector_all(selector) if b.is_visible()), None)
+    if button is None:
+        return False
+    button.click()
+    tab.wait_for_timeout(300)
+    return True
+
+
+def drawer_problems(browser: Any, base: str, path: str, timeout_ms: int) -> list[str]:
+    """Click the menu buttons of one chapter page: at phone width the chapter drawer (☰) and the page contents
+    must open, at desktop width ☰ must hide the chapter sidebar. (A page can carry hidden duplicates of these
+    buttons that the theme's scripts bind to instead: then a click does nothing.)"""
+    problems = []
+    for size, checks in ((PHONE, ((".primary-toggle", "chapters", True, "the chapter drawer did not open"),
+                                  (".secondary-toggle", "contents", True, "the page contents did not open"))),
+                         (DESKTOP, ((".primary-toggle", "sidebar", False, "the chapter sidebar did not hide"),))):
+        context = browser.new_context(viewport=size, service_workers="block")
+        for selector, key, want, what in checks:
+            tab = context.new_page()
+            tab.goto(base + path, wait_until="load", timeout=timeout_ms)
+            if not _click_visible(tab, selector):
+                problems.append(f"{path} at {size['width']} px: no visible {selector} button")
+            elif tab.evaluate(_DRAWERS_JS)[key] != want:
+                problems.append(f"{path} at {size['width']} px: {what} when its button was clicked")
+            tab.close()
+        context.close()
+    return problems
+
+
 def check_site(site: str | Path, screenshots: str | Path | None = None, timeout_ms: int = 30_000,
                secrets: tuple[str, ...] = ()) -> list[str]:
     """Open every page of the site in `site` with the network off; returns the problems found (empty: passed).
@@ -183,6 +226,8 @@ def check_site(site: str | Path, screenshots: str | Path | None = None, timeout_
                 _screenshot(tab, shots / f"chapter-{Path(page['path']).stem}.png")
                 _screenshot(tab, shots / f"chapter-{Path(page['path']).stem}-figure.png", "div.cell_output img")
             tab.close()
+        if chapters:
+            problems += drawer_problems(browser, base, chapters[0]["path"], timeout_ms)
         tab = context.new_page()
         tab.goto(f"{base}search.html?q={SEARCH_QUERY}", wait_until="load", timeout=timeout_ms)
         try:
