@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...engine.files import read_json
 from ...engine.stats import median_difference_interval
-from ..shared.results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
+from ..shared.results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
 from ..screening.rule import LOSS_TIE
 from ..shared.run_log import first_evaluation_from, step_speeds, val_loss_after_steps, val_loss_at
@@ -228,9 +228,49 @@ def throughput_line(base: pd.Series | None, rev: pd.Series | None) -> str:
 
 
 def headline_lines(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
-    """The run's headline: memory cut, loss kept, batch gained, throughput paid -- one line each, computed."""
+    """The run's headline: memory cut, loss kept, batch gained, throughput paid, and what spending the saved memory
+    bought (when the runs that spend it are present) -- one line each, computed."""
     base, rev = main_run(df, BASE), main_run(df, REV)
-    return [memory_line(base, rev), loss_line(base, rev), batch_line(df, maxbatch), throughput_line(base, rev)]
+    lines = [memory_line(base, rev), loss_line(base, rev), batch_line(df, maxbatch), throughput_line(base, rev)]
+    return lines + [line for line in (spent_line(df),) if line]
+
+
+def _gap_to(ref: pd.Series, run: pd.Series) -> tuple[float, bool] | None:
+    """run's loss minus ref's at ref's final tokens (both reached them), and whether it is only a lower bound
+    (run's first evaluation after that point: more tokens, a loss no higher)."""
+    eq = equal_tokens_val(run, ref)
+    if eq is not None:
+        return eq[1] - eq[2], False
+    tokens = number(ref["tokens"])
+    later = first_evaluation_from(run["path"], tokens) if tokens and run.get("path") else None
+    lr = val_loss_at(ref["path"], tokens) if later is not None else None
+    return None if lr is None else (later[1] - lr, True)
+
+
+def spent_line(df: pd.DataFrame) -> str | None:
+    """What the saved memory bought when it was spent: on batch (run 3) and on depth (run 4), each against run 2
+    (the same trunk at the profile's batch and depth) at equal tokens. The headline says what was not won too."""
+    rev = main_run(df, REV)
+    spent = [(what, main_run(df, name)) for what, name in (("batch", REV_MAX), ("depth", REV_DEEP))]
+    spent = [(what, r) for what, r in spent if r is not None]
+    if rev is None or not spent:
+        return None
+    parts, won = [], []
+    for what, r in spent:
+        gap = _gap_to(rev, r)
+        if gap is None:
+            continue
+        d, bound = gap
+        size = f"batch {int(r['batch_size'])}" if what == "batch" else f"{int(r['n_layer'])} layers"
+        parts.append(f"on {what} ({size}) {'at least ' if bound else ''}{d:+.3f} nats")
+        if d < -LOSS_TIE and not bound:
+            won.append(what)
+    if not parts:
+        return None
+    verdict = (f"it paid on {' and '.join(won)}" if won else
+               "neither spending beat the reversible trunk at the profile's batch and depth on this token budget")
+    return (f"**Spent**: the saved memory, spent at equal tokens against the same trunk at the profile's batch and "
+            f"depth (one seed each): " + "; ".join(parts) + f": {verdict}.")
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ def _results(tmp_path: Path, base_speeds, rev_speeds, rev_val: float = 4.51, rev
 
 def _headline(root: Path) -> dict[str, str]:
     lines = headline_lines(load_runs(root, PROFILE))
-    assert len(lines) == 4
+    assert len(lines) == 5
     return {line.split("**")[1]: line for line in lines}
 
 
@@ -161,6 +161,15 @@ def test_losses_on_different_corpora_are_compared_in_nats_not_as_a_ratio(tmp_pat
     assert "validation loss 1.00x" not in text and "difference of +0.010 nats." in text
 
 
+def test_the_headline_says_what_spending_the_memory_bought_and_what_it_did_not(tmp_path):
+    # fixture: run 2 ends at 4.51; run 3 (batch 40) at 4.7 on 8 steps of 40 x SEQ, run 4 (5 layers) at deep_val
+    lost = _headline(_results(tmp_path / "lost", _steady(1000), _steady(700), deep_val=4.6))["Spent"]
+    assert "on depth (5 layers) +0.090 nats" in lost and "on batch (batch 40)" in lost
+    assert "neither spending beat the reversible trunk" in lost and "one seed each" in lost
+    won = _headline(_results(tmp_path / "won", _steady(1000), _steady(700), deep_val=4.3))["Spent"]
+    assert "on depth (5 layers) -0.210 nats" in won and "it paid on depth" in won
+
+
 def test_the_fastest_run_is_named_from_the_table(tmp_path):
     # max-batch runs at 3000 and 2000 tokens/s against same-batch runs at 1000 and below: a max-batch run wins
     fast = load_runs(_results(tmp_path / "fast", _steady(1000), _steady(700)), PROFILE)
@@ -186,7 +195,7 @@ def test_report_opens_with_the_headline_and_says_no_paragraph_twice(tmp_path):
     assert order == sorted(order)
     head = text.split("## Headline")[1].split("##")[0]
     assert [line.split("**")[1] for line in head.splitlines() if line.startswith("- ")] == \
-        ["Memory", "Loss", "Batch", "Throughput"]
+        ["Memory", "Loss", "Batch", "Throughput", "Spent"]
     paragraphs = [p.strip() for p in text.split("\n") if p.strip() and not p.startswith(("|", "#", "!["))]
     repeated = {p for p in paragraphs if paragraphs.count(p) > 1}
     assert not repeated, f"said twice: {repeated}"
