@@ -24,7 +24,7 @@ from .memory import MemoryLine, training_step_memory
 from ..core.loss import LOSS_HEADS
 from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, is_reversible, pos_chunk_arg, trunk_spec
 from .ledger import format_ledger, sequence_ledger
-from .slicing import as_planned, plan_slices
+from .slicing import as_planned, plan_slices, recomputes
 
 DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
 
@@ -177,8 +177,10 @@ def bench_trunks(geometry: dict, batch: int, trunks=tuple(TRUNKS), steps: int = 
             peak2 = step_peak(cfg, 2 * batch, dev, dtype)
             line = MemoryLine.through(batch, mem.peak_bytes, 2 * batch, peak2)
             row["bytes_per_sequence"] = line.bytes_per_sequence
-            led = sequence_ledger(cfg, line.bytes_per_sequence, line.static_bytes - mem.static_bytes,
-                                  dtype or torch.float32)
+            # the line's intercept above the static part is a working set only where the trunk recomputes in
+            # slices; for a stored trunk it is a fit's offset (it can be negative), not something a step holds
+            fixed = line.static_bytes - mem.static_bytes if recomputes(cfg) else None
+            led = sequence_ledger(cfg, line.bytes_per_sequence, fixed, dtype or torch.float32)
             row["ledger"] = led.as_row() | {"moment": led.moment}
         if dtype is not None:
             row["grad_error"] = gradient_error(model, batch, dev, dtype)

@@ -106,3 +106,11 @@ def test_depth_sweep_counts_activations_not_the_foreach_update(monkeypatch):
                              progress=False)
     stored, rev = (act[t][16] - act[t][4] for t in ("residual", "reveuler_rev"))
     assert stored > 1e6 and rev < 0.02 * stored, act
+
+
+def test_the_ledger_gives_a_working_set_only_to_trunks_that_recompute():
+    res = bench_trunks(GEOMETRY, 4, trunks=("residual", "midpoint_rev"), steps=1, device="cpu", progress=False,
+                       per_sequence=True)
+    ledgers = {r["trunk"]: r["ledger"] for r in res["runs"]}
+    assert "fixed working set" not in ledgers["residual"]      # a stored trunk's intercept is a fit's offset
+    assert ledgers["midpoint_rev"].get("fixed working set") is not None
