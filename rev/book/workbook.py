@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from ..engine.cli import UserError, folder_arg
-from ..engine.files import atomic_path, read_json, write_json
+from ..engine.files import atomic_path, read_json, shown_path, write_json
 from ..engine.progress import text_progress
 from ..engine.profiles import resolve_profile_name
 from ..engine.results_folder import REPORT_NAME
@@ -84,7 +84,9 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
     check_kernel(kernel)
     build = Path(out) if out else Path("build") / profile
     (build / "notebooks").mkdir(parents=True, exist_ok=True)
-    params = {"PROFILE": profile, "RESULTS_DIR": notebook_path(results), "DATA_DIR": notebook_path(data_dir),
+    # folders inside the checkout go in relative to it (the set-up cell makes them absolute under the checkout
+    # again), so an executed copy's parameters name no machine's paths
+    params = {"PROFILE": profile, "RESULTS_DIR": shown_path(results), "DATA_DIR": shown_path(data_dir),
               "SEED": seed, "INTERACTIVE": False}
     done = []
     for i, name in enumerate(names, 1):
@@ -124,14 +126,6 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
     if not only or "07_report" in names:
         print(f"report: {write_report(results, profile)}")
     return done
-
-
-def notebook_path(folder: str | Path) -> str:
-    """A folder as the notebooks' parameters cell receives it: relative to the checkout when inside it (the set-up
-    cell makes it absolute under the checkout again), so the executed copy's parameters name no machine's paths;
-    absolute otherwise."""
-    path, root = Path(folder).resolve(), NOTEBOOK_DIR.parent
-    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def write_report(results: str | Path, profile: str) -> Path:

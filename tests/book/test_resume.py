@@ -104,8 +104,8 @@ def test_interrupted_workbook_continues_where_it_stopped(data_dir, tmp_path):
 
 
 def test_the_parameters_cell_names_folders_inside_the_checkout_relative_to_it(tmp_path):
-    from rev.book.workbook import notebook_path
     from rev.book.sequence import NOTEBOOK_DIR
+    from rev.engine.files import shown_path as notebook_path   # what run_workbook passes to the parameters cell
 
     root = NOTEBOOK_DIR.parent
     assert notebook_path(root / "build" / "ci" / "results") == "build/ci/results"   # no machine path in the copy

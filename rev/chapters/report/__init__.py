@@ -2,8 +2,9 @@
 
 The package, in the order the notebook tells the story:
 
-* `headline`   the headline in four computed lines, and the throughput verdicts that respect the spread;
+* `headline`   the headline in computed lines (memory, loss, batch, throughput, what the saved memory bought), and the throughput verdicts that respect the spread;
 * `writer`     the findings in sentences, the report's tables, REPORT.md with its figures, the `report` command;
+* `qualifiers` the sentences that qualify a finding: the worst trained reconstruction, what moved with the stream;
 * `companions` REPORT.md's section on the companion chapters (07b-10), read from the files they leave behind;
 * `exercises`  the reference answers of notebook 07's exercises and the checks their cells call.
 

@@ -1,4 +1,4 @@
-"""Notebook 07 and REPORT.md: the run's headline in four computed lines, the throughput verdicts that respect the
+"""Notebook 07 and REPORT.md: the run's headline in computed lines, the throughput verdicts that respect the
 runs' spread, and what this machine could not measure.
 
 Each line is built from the results (`rev.chapters.shared.results`), so it says the opposite when the results do: a memory
@@ -241,10 +241,8 @@ def _gap_to(ref: pd.Series, run: pd.Series) -> tuple[float, bool] | None:
     eq = equal_tokens_val(run, ref)
     if eq is not None:
         return eq[1] - eq[2], False
-    tokens = number(ref["tokens"])
-    later = first_evaluation_from(run["path"], tokens) if tokens and run.get("path") else None
-    lr = val_loss_at(ref["path"], tokens) if later is not None else None
-    return None if lr is None else (later[1] - lr, True)
+    bound = _bound_at_tokens(ref, run)
+    return None if bound is None else (bound[3] - bound[1], True)
 
 
 def spent_line(df: pd.DataFrame) -> str | None:
@@ -269,8 +267,8 @@ def spent_line(df: pd.DataFrame) -> str | None:
         return None
     verdict = (f"it paid on {' and '.join(won)}" if won else
                "neither spending beat the reversible trunk at the profile's batch and depth on this token budget")
-    return (f"**Spent**: the saved memory, spent at equal tokens against the same trunk at the profile's batch and "
-            f"depth (one seed each): " + "; ".join(parts) + f": {verdict}.")
+    return ("**Spent**: the saved memory, spent at equal tokens against the same trunk at the profile's batch and "
+            "depth (one seed each): " + "; ".join(parts) + f": {verdict}.")
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from ..shared.figures import save_plots
 from ..shared.tables import counted, format_number, tidy
 from ..screening.rule import LOSS_TIE
 from .companions import companion_findings
+from .qualifiers import recon_sentence, stream_confounds
 from ..assignment.takeaways import stalled_start
 from .headline import (NOISY, compare_speed, headline_lines, limits, max_batch_speed_sentence, mib,
                               speed_sentence)
@@ -161,7 +162,7 @@ def _finding_val(base: pd.Series, rev: pd.Series, what: str) -> str | None:
 
 
 def _finding_recon(df: pd.DataFrame) -> str | None:
-    sentence = _recon_sentence(df)
+    sentence = recon_sentence(df)
     return None if sentence is None else sentence[0].upper() + sentence[1:]
 
 
@@ -259,26 +260,11 @@ def _finding_streams(df: pd.DataFrame) -> str | None:
         out += (f" The {wide['stream']} stream ran at {wide['tokens_per_s'] / narrow['tokens_per_s']:.2f}x the fp32 "
                 f"stream's tokens/s ({f'{c.verdict}; {c.spread_text()}' if c else 'no timings to compare'}) "
                 f"and fit {wide['batch'] / narrow['batch']:.2f}x its batch.")
-    out += _stream_confounds(df, a, b)
+    out += stream_confounds(df, a, b)
     for _, r in t.iterrows():
         if r["reliable"] is not None and not r["reliable"]:
             out += f" {r['run']} is {r['why']}."
     return out
-
-
-def _stream_confounds(df: pd.DataFrame, a: pd.Series, b: pd.Series) -> str:
-    """What else differs between the two stream runs: each at its own max batch, so batch, steps and rate move with
-    the stream, and their loss gap is not the stream's alone."""
-    ra, rb = main_run(df, a["run"]), main_run(df, b["run"])
-    differ = []
-    for col, what, fmt in (("batch_size", "batch", "{:,.0f}"), ("steps", "steps", "{:,.0f}"), ("lr", "peak lr", "{:.2g}")):
-        va, vb = (number(r.get(col)) if r is not None else None for r in (ra, rb))
-        if va is not None and vb is not None and va != vb:
-            differ.append(f"{what} {fmt.format(va)} vs {fmt.format(vb)}")
-    if not differ:
-        return ""
-    return (" This is not a stream comparison alone: with each at its own max batch, " + ", ".join(differ)
-            + " differ with the stream, so the loss gap mixes the stream with the batch it bought.")
 
 
 def _finding_max_batch_views(df: pd.DataFrame) -> str | None:
@@ -382,36 +368,9 @@ def takeaways(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
 
 
 def exactness_line(df: pd.DataFrame) -> str | None:
-    """The takeaway on exactness: the same sentence as the report's finding (`_recon_sentence`)."""
-    sentence = _recon_sentence(df)
+    """The takeaway on exactness: the same sentence as the report's finding (`qualifiers.recon_sentence`)."""
+    sentence = recon_sentence(df)
     return None if sentence is None else f"**Exactness**: {sentence}"
-
-
-def _recon_sentence(df: pd.DataFrame) -> str | None:
-    """The worst reconstruction error of any trained reversible main run, against the trust limit, beside the
-    best: the best case alone (a short run at a small batch) would say less than the runs can show. The worst
-    run's batch and peak rate stand beside it: larger, longer steps move the weights to where blocks expand."""
-    runs = main_runs(df)
-    def where(r: pd.Series) -> str:
-        lr = number(r.get("lr"))
-        return (f"{r['label']}, {r['stream']} stream, batch {int(r['batch_size'])}"
-                + ("" if lr is None else f" at peak lr {lr:.2g}"))
-
-    errs = [(where(r), r["label"], v) for _, r in runs.iterrows()
-            if (v := number(r.get("reconstruction_error"))) is not None]
-    if not errs:
-        return None
-    worst, best = max(errs, key=lambda e: e[2]), min(errs, key=lambda e: e[2])
-    if worst[2] == 0:
-        return f"every trained reversible trunk rebuilt its inputs exactly (worst: {worst[0]})."
-    err = worst[2]
-    verdict = "well below" if err < RECON_LIMIT / 100 else "below" if err < RECON_LIMIT else "ABOVE"
-    line = (f"the trained reversible trunks rebuilt their inputs to a relative error of at worst {err:.1e} "
-            f"({worst[0]}), {verdict} the {RECON_LIMIT:g} the training loop trusts ({err / RECON_LIMIT:.2g}x it)")
-    if len(errs) > 1 and best[2] < err:
-        line += (f"; at best exactly 0 ({best[1]})" if best[2] == 0 else
-                 f"; at best {best[2]:.1e} ({best[1]}): {err / best[2]:.0f}x apart")
-    return line + "."
 
 
 def takeaways_markdown(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
