@@ -26,6 +26,7 @@ from ..engine.files import atomic_path, read_json, shown_path, write_json
 from ..engine.progress import text_progress
 from ..engine.profiles import resolve_profile_name
 from ..engine.results_folder import REPORT_NAME
+from .outputs import clean_streams
 from .sequence import NOTEBOOK_DIR, SEQUENCE
 
 
@@ -112,6 +113,7 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
                                             cwd=str(NOTEBOOK_DIR), progress_bar=progress)
                 except pm.PapermillExecutionError as e:
                     failed = e
+                clean_streams(tmp)   # each progress bar's last state, once
         except DeadKernelError as e:
             raise WorkbookError(f"{name}: the kernel died ({e}); run the workbook again to continue "
                                 f"from the last checkpoint") from e

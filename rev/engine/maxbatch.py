@@ -178,6 +178,7 @@ def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record
         return fits
 
     found = largest_fitting(test, max(1, start), limit, gallop)
+    bar.set_postfix_str(f"largest fitting batch {found}")   # the saved last state is the result, not the last probe
     bar.close()
     return found
 

@@ -35,6 +35,20 @@ def median_difference_interval(a: Sequence[float], b: Sequence[float], level: fl
     return float(lo), float(hi)
 
 
+def median_ratio_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL,
+                          resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(a) / median(b) at `level` (positive timings or speeds; seeded)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"need at least 2 timings on each side to bootstrap (got {len(a)} and {len(b)})")
+    rng = np.random.default_rng(seed)
+    med_a = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
+    med_b = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(med_a / med_b, [tail, 1 - tail])
+    return float(lo), float(hi)
+
+
 def difference_verdict(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> int:
     """+1 when a's median is higher beyond the bootstrap interval, -1 when lower, 0 when the interval holds 0."""
     lo, hi = median_difference_interval(a, b, level)

@@ -25,7 +25,7 @@ from ...engine.cli import folder_arg
 from ...engine.files import swap_in, write_text
 from ...engine.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
-from ..shared.tables import counted, format_number, tidy
+from ..shared.tables import counted, format_number, header, tidy
 from ..screening.rule import LOSS_TIE
 from .companions import companion_findings
 from .qualifiers import recon_sentence, stream_confounds
@@ -219,7 +219,11 @@ def _finding_screening(df: pd.DataFrame) -> str | None:
     if not chosen:
         return f"{n} screening runs present, no choice recorded." if n else None
     why = f" ({scr['reason']})" if scr.get("reason") else ""
-    return (f"The screening compared {n} short runs and chose {chosen.get('trunk')} with h={chosen.get('h')}, "
+    rows = scr.get("runs") or []
+    paired = sum(r.get("loss_vs_fp32") is not None for r in rows)
+    what = (f"{len(rows)} candidates ({n} short runs, {paired} streams measured on their fp32 twin's trained "
+            f"weights)" if paired else f"{n} short runs")
+    return (f"The screening compared {what} and chose {chosen.get('trunk')} with h={chosen.get('h')}, "
             f"stream {chosen.get('stream', 'fp32')}{why}.")
 
 
@@ -435,11 +439,11 @@ _LOSS_HEAD_FIGURE = [("loss_heads", "Max batch by loss head")]
 def text_table(t: pd.DataFrame, fmts: dict[str, str] | None = None) -> pd.DataFrame:
     """`t` as text for a table: `tables.tidy` (whole numbers as integers, 4 significant figures, a dash where a
     value is missing); `fmts` (column -> format) only where a column needs its own, such as a signed difference."""
-    out = tidy(t)
+    out = tidy(t, headers=False)
     for c, f in (fmts or {}).items():
         if c in out:
             out[c] = [format_value(v, f) for v in t[c]]
-    return out
+    return out.rename(columns=header)
 
 
 _SIGNED = {"below_context_free": "{:+.3f}"}

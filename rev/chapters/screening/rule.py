@@ -8,7 +8,7 @@ difference is too noisy to tell on this machine.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...core.model import is_reversible
@@ -17,6 +17,7 @@ from ...engine.files import read_json, write_json
 from ...engine.profiles import ProfileLike, get_profile
 from ..shared.tables import counted
 from ..shared.runs import profile_dir, run_speed, train_run
+from .streams import stream_row, with_stream
 
 LOSS_TIE = 0.02           # validation losses closer than this (nats) count as a tie
 
@@ -58,23 +59,41 @@ def screening_tokens(profile: ProfileLike) -> int:
     return max(prof.batch_size * prof.seq_len, int(prof.train_tokens * prof.screening_fraction))
 
 
+def stream_twins(candidates: list[Candidate]) -> dict[str, str]:
+    """Each candidate that differs from an fp32 candidate of the set only in its stream, with that fp32 twin's
+    name: the screening measures it on the twin's trained weights instead of training it."""
+    names = {c.name for c in candidates}
+    twins = {c.name: replace(c, stream="fp32").name for c in candidates if c.stream != "fp32"}
+    return {name: twin for name, twin in twins.items() if twin in names}
+
+
 def screen(profile: ProfileLike, results: str | Path = "results", data_dir: str | Path = "data",
            candidates: list[Candidate] | None = None, progress: bool = True) -> dict:
-    """Short runs of every candidate (`screening_tokens` each); picks the reversible candidate used by the
-    assignment runs and says why. Writes screening.json."""
+    """Short runs of every fp32 candidate (`screening_tokens` each), and of every other candidate without an fp32
+    twin in the set; a candidate that differs from a trained one only in its stream is measured on that run's
+    weights (`streams.stream_row`). Picks the reversible candidate used by the assignment runs and says why.
+    Writes screening.json."""
     prof = get_profile(profile)
     tokens = screening_tokens(profile)
-    rows = []
-    for c in candidates or screening_candidates(profile):
+    cands = candidates or screening_candidates(profile)
+    twin_of = stream_twins(cands)
+    summaries, got = {}, {}
+    for c in (c for c in cands if c.name not in twin_of):   # the runs first: every paired stream needs its weights
         s = train_run(f"screening/{c.name}", profile, results, data_dir, progress=progress,
                       trunk=c.trunk, h=c.h, stream=c.stream, train_tokens=tokens)
         speed = run_speed(s)
-        rows.append({"name": c.name, "trunk": c.trunk, "h": c.h, "stream": c.stream,
-                     # the median step, inside its quartiles; the whole run's mean is pulled down by a few slow
-                     # steps (load on a shared machine) and can fall below its own lower quartile
-                     "val_loss": s["final_val_loss"], "tokens_per_s": speed.value if speed else s["tokens_per_s"],
-                     "tokens_per_s_q1": speed.lo if speed else None, "tokens_per_s_q3": speed.hi if speed else None,
-                     "reconstruction_error": s["reconstruction_error"], "tokens": s["tokens"]})
+        summaries[c.name] = s
+        # the median step, inside its quartiles; the whole run's mean is pulled down by a few slow steps (load on
+        # a shared machine) and can fall below its own lower quartile
+        got[c.name] = {
+            "val_loss": s["final_val_loss"], "tokens_per_s": speed.value if speed else s["tokens_per_s"],
+            "tokens_per_s_q1": speed.lo if speed else None, "tokens_per_s_q3": speed.hi if speed else None,
+            "reconstruction_error": s["reconstruction_error"], "tokens": s["tokens"], "weights": c.name,
+            "loss_vs_fp32": None}
+    for c in (c for c in cands if c.name in twin_of):
+        got[c.name] = stream_row(profile, results, data_dir, c.name, c.stream, twin_of[c.name],
+                                 summaries[twin_of[c.name]])
+    rows = [{"name": c.name, "trunk": c.trunk, "h": c.h, "stream": c.stream, **got[c.name]} for c in cands]
     chosen, reason = choose(rows)
     result = {"profile": prof.name, "tokens": tokens, "runs": rows, "chosen": chosen, "reason": reason}
     write_json(profile_dir(results, profile) / "screening.json", result)
@@ -203,8 +222,11 @@ def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):
 def screening_rule(profile: ProfileLike) -> str:
     """The screening's rule in words (Markdown), with the profile's numbers: what `choose` does."""
     prof = get_profile(profile)
-    return (f"Each candidate trains on {screening_tokens(profile):,} tokens ({prof.screening_fraction:.0%} of the "
-            f"{prof.train_tokens:,}-token budget). Among the reversible candidates whose trained trunk rebuilds its "
+    return (f"Each fp32 candidate trains on {screening_tokens(profile):,} tokens ({prof.screening_fraction:.0%} of "
+            f"the {prof.train_tokens:,}-token budget); an fp64 or fixed-point candidate whose fp32 twin (same "
+            f"integrator and h) is in the set is measured on that run's trained weights (loss, reconstruction, "
+            f"speed), since a stream changes how the state is held, not the function. Among the reversible "
+            f"candidates whose trained trunk rebuilds its "
             f"input to a relative error of at most `RECON_LIMIT` = {RECON_LIMIT:g}, the lowest validation loss "
             f"wins; candidates within `LOSS_TIE` = {LOSS_TIE} nats of it count as tied, and among those an fp32 "
             f"stream goes first, then the faster one. The rule sees {prof.screening_fraction:.0%} of the budget: a "
@@ -300,10 +322,11 @@ def plot_screening_curves(runs: dict[str, str | Path], title: str = "screening r
 
 # --- why an fp64 stream can rebuild exactly -----------------------------------------------------------------
 
-def exactness_by_block_dtype(run_dir: str | Path, data_dir: str | Path) -> dict:
-    """A trained reversible run's reconstruction error measured as training measures it (the blocks in the
-    model's own dtype), and again with the same weights in float64 (the blocks' outputs then use all 53 bits):
-    `{"stream", "model_dtype", "n_layer", "as_trained", "float64_blocks"}`.
+def exactness_by_block_dtype(run_dir: str | Path, data_dir: str | Path, stream: str | None = None) -> dict:
+    """A trained reversible run's reconstruction error (its weights on `stream`, default the run's own) measured
+    as training measures it (the blocks in the model's own dtype), and again with the same weights in float64
+    (the blocks' outputs then use all 53 bits): `{"stream", "model_dtype", "n_layer", "as_trained",
+    "float64_blocks"}`.
 
     With float32 blocks every increment an fp64 stream adds is a float32 number (24 significant bits), and
     float64 (53 bits) holds the sum of such numbers exactly while their magnitudes span less than about 2^29:
@@ -315,7 +338,8 @@ def exactness_by_block_dtype(run_dir: str | Path, data_dir: str | Path) -> dict:
     from ..shared.runs import model_profile
 
     run_dir = Path(run_dir)
-    model = load_model(run_dir).eval()
+    model = load_model(run_dir)
+    model = (with_stream(model, stream) if stream else model).eval()
     data = ensure_data(get_profile(model_profile(run_dir)), Path(data_dir), progress=False)
     # the batch `train` measures on: the first validation windows, seeded
     x, _ = data.get_batch("val", 8, model.cfg.seq_len, torch.Generator().manual_seed(7))

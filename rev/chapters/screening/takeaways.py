@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...core.reversible import RECON_LIMIT
 from ..shared.tables import counted
 from .rule import LOSS_TIE, reconstructs
+from .streams import stream_lesson
 
 
 def _bullets(lines: list[str]) -> str:
@@ -29,8 +30,9 @@ def screening_takeaways(result: dict) -> str:
         + f"; against the baseline's {base['val_loss']:.3f}, "
         + (f"a tie ({gap:+.3f} nats)." if abs(gap) <= LOSS_TIE else f"{abs(gap):.3f} nats "
            + ("behind." if gap > 0 else "ahead.")),
-        f"Fixed-point streams rebuilt their input exactly in {exact} of {len(fixed)} runs; "
+        f"Fixed-point streams rebuilt their input exactly in {exact} of {counted(len(fixed), 'candidate')}; "
         + (f"over the {RECON_LIMIT:g} limit: {', '.join(over)}." if over else
            f"every candidate stayed within the {RECON_LIMIT:g} reconstruction limit."),
+        stream_lesson(rows, LOSS_TIE),
         f"The assignment runs use `{chosen['trunk']}` with h={chosen['h']:g} on an {chosen['stream']} stream.",
     ])

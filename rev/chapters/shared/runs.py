@@ -128,13 +128,19 @@ def run_speed(summary: dict) -> Spread | None:
 
 
 def speed_ratio_between(a: dict, b: dict) -> Spread | None:
-    """Run `a`'s tokens/s over run `b`'s: the ratio of their medians, and the range the two runs' step quartiles
-    allow (a's lower over b's upper, a's upper over b's lower). The two runs' steps were not interleaved, so
-    this spread says nothing about load that changed between the runs."""
-    sa, sb = run_speed(a), run_speed(b)
-    if sa is None or sb is None:
+    """Run `a`'s tokens/s over run `b`'s: the ratio of their median steps, with the 95% bootstrap interval of that
+    ratio (`rev.engine.stats`), which is what a verdict reads: two sets of a few hundred steps can have overlapping
+    quartiles and still medians that differ beyond doubt. The two runs' steps were not interleaved, so load that
+    changed between the runs is in this ratio too."""
+    from ...engine.stats import median_ratio_interval
+
+    da, db = run_dir_of(a), run_dir_of(b)
+    ta, tb = (step_speeds(d).tolist() if d else [] for d in (da, db))
+    if len(ta) < 2 or len(tb) < 2:
         return None
-    return Spread(sa.value / sb.value, sa.lo / sb.hi, sa.hi / sb.lo, min(sa.n, sb.n), "range from step quartiles")
+    lo, hi = median_ratio_interval(ta, tb)
+    return Spread(statistics.median(ta) / statistics.median(tb), lo, hi, min(len(ta), len(tb)),
+                  "95% bootstrap interval")
 
 
 def bench_ratio(bench: dict, trunk: str) -> Spread | None:

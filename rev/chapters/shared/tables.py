@@ -2,8 +2,10 @@
 
 Counts (batch, layers, steps, tokens) often arrive as floats -- from JSON, or from a column that also holds a
 missing value -- and pandas prints them as `7.0` or `57344.000000`; a column of small values prints as
-`0.000003`. `tidy` returns a copy for display that reads as a person would write it. It formats cell by cell, so
-a transposed table (one run per column, a mix of kinds per row) comes out right too.
+`0.000003`. `tidy` returns a copy for display that reads as a person would write it: cell by cell, so a transposed
+table (one run per column, a mix of kinds per row) comes out right too, except that a column holding a value below
+1e-3 writes all its fractions below 1 in scientific notation (one column reads one way: 1.323e-03 beside 8.750e-04,
+not 0.001323); yes/no for booleans; column headers in words (`tokens_per_s_q1` reads "tokens/s q1").
 """
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ MISSING = "—"
 def format_number(value: Any, sig: int = 4) -> Any:
     """One cell for display: an integer, a whole float, or a float with `sig` or more digits before the point as a
     (rounded) integer, with thousands separators; another float to `sig` significant figures
-    (scientific below 1e-3); NaN or None as a dash; anything else (text, booleans) unchanged."""
+    (scientific below 1e-3); NaN or None as a dash; a boolean as yes/no; anything else (text) unchanged."""
     if value is None or isinstance(value, bool):
-        return MISSING if value is None else value
+        return MISSING if value is None else "yes" if value else "no"
     if isinstance(value, Integral):
         return _integer(int(value))
     if isinstance(value, Real):
@@ -42,12 +44,43 @@ def _integer(n: int) -> str:
     return f"{n:,}"   # separators from 1,000 up, as the text's numbers have them: one column reads one way
 
 
-def tidy(df: pd.DataFrame, sig: int = 4) -> pd.DataFrame:
-    """A copy of `df` for display, each cell through `format_number` (index and column names unchanged)."""
+def tidy(df: pd.DataFrame, sig: int = 4, headers: bool = True) -> pd.DataFrame:
+    """A copy of `df` for display, each cell through `format_number`, a column with a value below 1e-3 in one
+    notation; with `headers`, column and index names in words (`header`)."""
     out = df.copy().astype(object)
     for c in out.columns:
-        out[c] = [format_number(v, sig) for v in df[c]]
+        out[c] = [_in_column(v, sig, _scientific(df[c])) for v in df[c]]
+    if headers:
+        out = out.rename(columns=header)
+        out.index = out.index.set_names([header(n) for n in out.index.names])
+        out.columns = out.columns.set_names([header(n) for n in out.columns.names])
     return out
+
+
+def header(name: Any) -> Any:
+    """A column name in words: underscores as spaces, `per_s` as "/s" (`tokens_per_s_q1` -> "tokens/s q1");
+    anything but a snake_case string unchanged."""
+    if not isinstance(name, str) or "_" not in name or " " in name:
+        return name
+    return name.replace("_per_s", "/s").replace("_", " ")
+
+
+def _numbers(values) -> list[float]:
+    return [float(v) for v in values if isinstance(v, Real) and not isinstance(v, (bool, Integral))
+            and math.isfinite(float(v))]
+
+
+def _scientific(column) -> bool:
+    """Does this column hold a fraction small enough (below 1e-3, not 0) to need scientific notation?"""
+    return any(0 < abs(v) < 1e-3 for v in _numbers(column))
+
+
+def _in_column(value: Any, sig: int, scientific: bool) -> Any:
+    if scientific and isinstance(value, Real) and not isinstance(value, (bool, Integral)):
+        v = float(value)
+        if math.isfinite(v) and 0 < abs(v) < 1 and not v.is_integer():
+            return f"{v:.{sig - 1}e}"
+    return format_number(value, sig)
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

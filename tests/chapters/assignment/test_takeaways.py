@@ -325,3 +325,22 @@ def test_a_run_that_sat_on_the_context_free_line_is_called_stalled_and_a_learnin
     assert "Run 3 stalled" in lesson
     learning = make_run(tmp_path / "b", "run3_reversible_max_batch")            # falls from 6.0 to 5.0 steadily
     assert T.stalled_start(run_dir_of(learning), 5.5) is None and "stalled" not in T.batch_lesson(baseline, learning)
+
+
+def test_a_run_to_run_speed_verdict_sees_a_3_percent_shift_that_overlapping_quartiles_hide(tmp_path):
+    """Two runs of 300 steps, 1000 vs 970 tokens/s with a spread of 60: their step quartiles overlap, yet the
+    bootstrap interval of the ratio of median steps lies below 1, and the verdict says slower; equal runs tie."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    fast = make_run(tmp_path, "run1b_baseline_maxbatch", "residual", steps=300,
+                    tps=(1000 + 60 * rng.standard_normal(300)).tolist())
+    slow = make_run(tmp_path, "run3_reversible_max_batch", steps=300, tps=(970 + 60 * rng.standard_normal(300)).tolist())
+    qs, qf = run_speed(slow), run_speed(fast)
+    assert qs.hi > qf.lo                                           # the quartiles overlap
+    ratio = speed_ratio_between(slow, fast)
+    assert ratio.hi < 1 and ratio.kind == "95% bootstrap interval"
+    assert "was slower than" in T.speed_verdict(ratio, "run 3", "run 1b")
+    same = make_run(tmp_path / "b", "run3_reversible_max_batch", steps=300,
+                    tps=(1000 + 60 * rng.standard_normal(300)).tolist())
+    assert "whether run 3 is slower or faster" in T.speed_verdict(speed_ratio_between(same, fast), "run 3", "run 1b")

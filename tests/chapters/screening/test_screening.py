@@ -103,3 +103,40 @@ def test_fp64_stream_with_float32_blocks_rebuilds_exactly(tmp_path):
                   trunk="reveuler_rev", h=0.5, stream="fp64", train_tokens=1024)
     found = screening.exactness_by_block_dtype(s["config"]["out_dir"], tmp_path / "data")
     assert found["as_trained"] == 0.0 and 0 < found["float64_blocks"] < 1e-12
+
+
+def test_stream_twins_pair_each_stream_with_its_fp32_candidate_only():
+    C = screening.Candidate
+    cands = [C("residual", 1.0, "fp32"), C("reveuler_rev", 1.0, "fp32"), C("reveuler_rev", 1.0, "fixed"),
+             C("reveuler_rev", 0.5, "fp64"), C("midpoint_rev", 0.5, "fp64")]
+    assert screening.stream_twins(cands) == {"reveuler_rev_h1_fixed": "reveuler_rev_h1_fp32"}
+    full = screening.screening_candidates("cpu")
+    twins = screening.stream_twins(full)
+    assert len(twins) == sum(c.stream != "fp32" for c in full)   # the cpu set trains every fp32 twin
+    assert all(t.endswith("_fp32") and t.rsplit("_", 1)[0] == n.rsplit("_", 1)[0] for n, t in twins.items())
+
+
+def test_a_stream_is_measured_on_its_fp32_twins_weights_and_the_lesson_follows_the_numbers(tmp_path, smoke_data):
+    """The fixed stream on trained fp32 weights: the same function (its loss is the run's, a paired difference of
+    0 here), an exact rebuild (the fp32 run itself rounds), its own speed; the stream without a twin trains."""
+    from rev.chapters.screening import screening_takeaways, stream_lesson
+
+    C = screening.Candidate
+    cands = [C("residual", 1.0, "fp32"), C("reveuler_rev", 1.0, "fp32"), C("reveuler_rev", 1.0, "fixed"),
+             C("reveuler_rev", 0.5, "fp64")]
+    result = screening.screen("smoke", tmp_path, smoke_data, cands, progress=False)
+    rows = {r["name"]: r for r in result["runs"]}
+    fixed, fp32 = rows["reveuler_rev_h1_fixed"], rows["reveuler_rev_h1_fp32"]
+    assert fixed["weights"] == "reveuler_rev_h1_fp32" and rows["reveuler_rev_h0.5_fp64"]["weights"] == "reveuler_rev_h0.5_fp64"
+    assert not (tmp_path / "smoke" / "screening" / "reveuler_rev_h1_fixed").exists()
+    assert fixed["reconstruction_error"] == 0.0 and fp32["reconstruction_error"] > 0
+    assert abs(fixed["loss_vs_fp32"]) < 1e-3 and fixed["val_loss"] == pytest.approx(fp32["val_loss"], abs=1e-3)
+    assert fixed["tokens_per_s_q1"] <= fixed["tokens_per_s"] <= fixed["tokens_per_s_q3"]
+    assert "1 candidate of 4 is another stream" in screening_takeaways(result)
+    found = screening.exactness_by_block_dtype(tmp_path / "smoke" / "screening" / fixed["weights"], smoke_data,
+                                               stream="fp64")   # notebook 03's fp64 lesson, on the twin's weights
+    assert found["stream"] == "fp64" and found["as_trained"] == 0.0 < found["float64_blocks"]
+    again = screening.screen("smoke", tmp_path, smoke_data, cands, progress=False)   # cached: the same numbers
+    assert again["runs"] == result["runs"]
+    wide = stream_lesson([dict(fixed, loss_vs_fp32=0.05)], screening.LOSS_TIE)
+    assert "more than the screening's" in wide and "5.0e-02" in wide

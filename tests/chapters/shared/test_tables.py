@@ -14,7 +14,7 @@ def test_whole_numbers_print_as_integers_and_others_to_four_figures():
     assert format_number(5149.3) == "5,149" and format_number(37728.4) == "37,728"  # not 3.773e+04
     assert format_number(2.5e7 + 0.4) == "25,000,000" and format_number(-12.25) == "-12.25"
     assert format_number(float("nan")) == MISSING and format_number(None) == MISSING
-    assert format_number(True) is True and format_number("fp32") == "fp32" and format_number(-math.inf) == "-inf"
+    assert format_number(True) == "yes" and format_number(False) == "no" and format_number("fp32") == "fp32" and format_number(-math.inf) == "-inf"
 
 
 def test_tidy_formats_cell_by_cell_so_a_transposed_table_reads_right():
@@ -24,3 +24,17 @@ def test_tidy_formats_cell_by_cell_so_a_transposed_table_reads_right():
     assert shown.loc["batch", "run1b"] == "7" and shown.loc["loss", "run3"] == "2.299"
     assert shown.loc["trunk", "run3"] == "reveuler_rev"
     assert "7.0" not in shown.to_string() and df.loc["run1b", "batch"] == 7.0  # the original is untouched
+
+
+def test_a_column_reads_one_way_and_its_header_in_words():
+    """0.001323 beside 8.750e-04 in one column reads as two formats; a column with a value below 1e-3 writes its
+    fractions in scientific notation (whole numbers and values above 1 as before); snake_case headers as words."""
+    df = pd.DataFrame({"grad_error": [0.001323, 8.75e-4, 0.0, 2.0], "loss": [0.4375, 8.938, 1.0, 2.5],
+                       "tokens_per_s_q1": [1.0, 2.0, 3.0, 4.0], "fits": [True, False, True, True]},
+                      index=pd.Index(list("abcd"), name="run_name"))
+    shown = tidy(df)
+    assert list(shown.columns) == ["grad error", "loss", "tokens/s q1", "fits"] and shown.index.name == "run name"
+    assert shown["grad error"].tolist() == ["1.323e-03", "8.750e-04", "0", "2"]
+    assert shown["loss"].tolist() == ["0.4375", "8.938", "1", "2.5"]    # no value below 1e-3: unchanged
+    assert shown["fits"].tolist() == ["yes", "no", "yes", "yes"]
+    assert list(tidy(df, headers=False).columns) == list(df.columns)

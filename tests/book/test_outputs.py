@@ -1,0 +1,26 @@
+"""An executed notebook keeps each progress bar's last state once (rev.book.outputs)."""
+import nbformat
+
+from rev.book.outputs import clean_streams, terminal_text
+
+
+def test_a_bar_keeps_its_last_state_and_escapes_and_repeats_go():
+    bar = ("train:   0%|   | 0/50\rtrain:  40%|#  | 20/50\rtrain: 100%|###| 50/50\n"
+           "train: 100%|###| 50/50\n" "inner:  50%|#  | 1/2\x1b[A\n" "\x1b[A\r      \r\n" "done\n")
+    assert terminal_text(bar) == "train: 100%|###| 50/50\ninner:  50%|#  | 1/2\ndone\n"
+    plain = "step 1\nstep 1\n\nno bars here\n"
+    assert terminal_text(plain) == plain    # text without bars is left as it was, repeats and blank lines too
+
+
+def test_the_executed_copy_is_rewritten_and_an_emptied_output_dropped(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("train()")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="a 0%\ra 100%\n"),
+                    nbformat.v4.new_output("stream", name="stderr", text="\x1b[A\r   \r"),
+                    nbformat.v4.new_output("stream", name="stdout", text="loss 1.5\n")]
+    nb.cells.append(cell)
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, str(path))
+    assert clean_streams(path) == 2
+    outs = nbformat.read(str(path), as_version=4).cells[0].outputs
+    assert [o["text"] for o in outs] == ["a 100%\n", "loss 1.5\n"]
