@@ -21,17 +21,20 @@ def terminal_text(text: str) -> str:
     """`text` as a terminal leaves it (see the module docstring); text without bars comes back unchanged."""
     if "\r" not in text and "\x1b" not in text:
         return text
-    out: list[str] = []
-    for line in text.split("\n"):
-        shown = _ESCAPE.sub("", line)
-        parts = [p for p in shown.split("\r") if p.strip()]
+    lines = text.split("\n")
+    kept: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        parts = [p for p in _ESCAPE.sub("", line).split("\r") if p.strip()]
         last = parts[-1].rstrip() if parts else ""
         if not last and line:       # only redraws and escapes: nothing stays on screen
             continue
-        if out and last and out[-1] == last:
+        if kept and last and kept[-1][1] == last:
             continue
-        out.append(last)
-    return "\n".join(out)
+        kept.append((i, last))
+    if not kept:
+        return ""
+    # a kept line that was followed by a newline keeps it, also when what came after it was dropped
+    return "\n".join(t for _, t in kept) + ("\n" if kept[-1][0] < len(lines) - 1 else "")
 
 
 def clean_streams(path: str | Path) -> int:
@@ -39,12 +42,20 @@ def clean_streams(path: str | Path) -> int:
     nb = nbformat.read(str(path), as_version=4)
     changed = 0
     for cell in nb.cells:
-        for out in cell.get("outputs", []):
+        merged: list = []
+        for out in cell.get("outputs", []):   # a bar's redraws can arrive as one output each: one stream again
+            if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                    and merged[-1]["name"] == out["name"]):
+                merged[-1]["text"] += out["text"]
+                changed += 1
+            else:
+                merged.append(out)
+        for out in merged:
             if out.get("output_type") == "stream":
                 text = terminal_text(out["text"])
                 if text != out["text"]:
                     out["text"], changed = text, changed + 1
-        cell["outputs"] = [o for o in cell.get("outputs", [])
-                           if not (o.get("output_type") == "stream" and not o["text"].strip())]
+        if "outputs" in cell:
+            cell["outputs"] = [o for o in merged if not (o.get("output_type") == "stream" and not o["text"].strip())]
     nbformat.write(nb, str(path))
     return changed

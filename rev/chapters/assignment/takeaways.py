@@ -139,7 +139,10 @@ def speed_finding(speed: SameBatchSpeed) -> str:
     return _bullets(lines)
 
 
-def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = None) -> str:
+def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = None,
+                         twin: dict | None = None) -> str:
+    """Notebook 05's takeaways; `twin` (`arms.paired_twin` on run 2) puts the stored twin's measured loss and
+    gradients where the loss gap is attributed."""
     mem = run2["peak_memory_bytes"] / run1["peak_memory_bytes"]
     act = memory_split(run2)["activations_MiB"] / memory_split(run1)["activations_MiB"]
     layers = run2["model_config"]["n_layer"]
@@ -171,13 +174,31 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
         + sliced,
         speed_line,
         f"Validation loss {v2:.3f} vs {v1:.3f} ({v2 - v1:+.3f} nats) at {tokens:,} tokens, one seed each: "
-        f"{loss_verdict(v2 - v1, 'the reversible trunk', 'the baseline')}. This gap is the architecture's "
-        f"({run2['trunk']}, h = {run2.get('h', '?')}, against a residual trunk), not the memory-free backward's: "
-        f"that one computes its stored twin's gradients (the twin check above), so the stored "
-        f"{stored_twin(run2['trunk'])} would train to the same loss up to round-off.",
+        f"{loss_verdict(v2 - v1, 'the reversible trunk', 'the baseline')}. " + _attribution(run2, twin),
         f"The trained trunk rebuilds its input with relative error {run2['reconstruction_error']:.1e} "
         f"(limit {RECON_LIMIT:g}).",
     ])
+
+
+def _attribution(run2: dict, twin: dict | None) -> str:
+    """Whose gap the loss gap is: the architecture's, as far as the stored twin measured on run 2's weights shows."""
+    arch = f"{run2['trunk']}, h = {run2.get('h', '?')}, against a residual trunk"
+    if twin is None:
+        return (f"This gap is the architecture's ({arch}), not the memory-free backward's: that one computes its "
+                f"stored twin's gradients (the twin check above), so the stored {stored_twin(run2['trunk'])} would "
+                f"train to the same loss up to round-off.")
+    from .arms import GRAD_AGREE
+
+    if twin["grad_rel_error"] >= GRAD_AGREE:
+        return (f"On run 2's weights the stored {twin['twin']}'s gradients differ from the reversible trunk's by "
+                f"{twin['grad_rel_error']:.1e} (relative), more than {GRAD_AGREE:g}: part of this gap may be the "
+                f"rebuilt activations', not the architecture's alone.")
+    d = twin["val_loss_reversible"] - twin["val_loss_stored"]
+    same = "the reversible trunk's validation loss bit for bit" if d == 0 else \
+        f"a validation loss {d:+.1e} nats from the reversible trunk's"
+    return (f"This gap is the architecture's ({arch}): on run 2's weights the stored {twin['twin']} gives {same} and "
+            f"gradients {twin['grad_rel_error']:.1e} apart (the three arms above), so the memory-free backward "
+            f"moved neither.")
 
 
 # --- notebook 06: the max batch, depth, spikes ------------------------------------------------------------

@@ -10,6 +10,7 @@ not 0.001323); yes/no for booleans; column headers in words (`tokens_per_s_q1` r
 from __future__ import annotations
 
 import math
+import re
 from numbers import Integral, Real
 from typing import Any
 
@@ -46,23 +47,34 @@ def _integer(n: int) -> str:
 
 def tidy(df: pd.DataFrame, sig: int = 4, headers: bool = True) -> pd.DataFrame:
     """A copy of `df` for display, each cell through `format_number`, a column with a value below 1e-3 in one
-    notation; with `headers`, column and index names in words (`header`)."""
+    notation; with `headers`, field names in words (`header`): the columns', the index's and the axes' names, and
+    row labels, which hold field names when a table is transposed."""
     out = df.copy().astype(object)
     for c in out.columns:
         out[c] = [_in_column(v, sig, _scientific(df[c])) for v in df[c]]
     if headers:
-        out = out.rename(columns=header)
+        out = out.rename(columns=header, index=header)
         out.index = out.index.set_names([header(n) for n in out.index.names])
         out.columns = out.columns.set_names([header(n) for n in out.columns.names])
     return out
 
 
 def header(name: Any) -> Any:
-    """A column name in words: underscores as spaces, `per_s` as "/s" (`tokens_per_s_q1` -> "tokens/s q1");
-    anything but a snake_case string unchanged."""
-    if not isinstance(name, str) or "_" not in name or " " in name:
+    """A field name in words: underscores as spaces, `per_s` as "/s" (`tokens_per_s_q1` -> "tokens/s q1");
+    anything but a snake_case string unchanged, and so are names a reader looks up as they are written: a run's
+    folder (`run1_baseline`), a trunk (`midpoint_rev`) or a name built on one (`reveuler_rev_h1_fp32`)."""
+    if not isinstance(name, str) or "_" not in name or " " in name or _identifier(name):
         return name
     return name.replace("_per_s", "/s").replace("_", " ")
+
+
+def _identifier(name: str) -> bool:
+    from ...core.model import TRUNKS
+    from ...engine.profiles import EXTRA_RUNS, MAIN_RUNS
+
+    runs = (*MAIN_RUNS, *EXTRA_RUNS)
+    return (name in runs or name in TRUNKS or any(name.startswith(f"{t}_") for t in TRUNKS)
+            or re.fullmatch(r"run\d+[a-z]?_\w+", name) is not None)
 
 
 def _numbers(values) -> list[float]:

@@ -1,0 +1,109 @@
+"""Notebook 05: run 2 against run 1 in three arms, so each difference has one cause.
+
+Run 2 changes two things at once against run 1: the *architecture* (the screened integrator, e.g. leapfrog at
+h = 0.5, in place of the residual trunk) and the *backward* (rebuilt from the output instead of stored). The arm
+between them is the chosen trunk's stored twin (`rev.core.model.stored_twin`): the same integrator under ordinary
+autograd. Then
+
+- architecture effect = stored twin - residual, and
+- reversibility effect = reversible - stored twin.
+
+Memory and speed of all three come from one interleaved bench (`rev.engine.bench`, side by side, same batch).
+The loss of the stored twin is measured on run 2's trained weights: the twin computes the same function, so its
+validation loss there is run 2's to rounding, and its gradients there say how far a step of each would differ
+(`paired_twin`). Training the twin for the whole budget would add only the slow drift those per-step
+differences could build up; what is said here is what was measured.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ...core.model import GPT, stored_twin
+from ...engine.train import TrainConfig, ensure_data, evaluate, load_model, plan_run
+from ..screening.rule import LOSS_TIE
+from ..shared.runs import round_ratio
+
+MIB = 2 ** 20
+GRAD_AGREE = 1e-3   # gradients closer than this (relative) make the same step, to the rounding of a few steps
+
+
+def paired_twin(run: dict, data_dir: str | Path) -> dict:
+    """On the trained weights of the reversible run `run`: the validation loss of the run's trunk and of its
+    stored twin (the batches of the run's evaluations), and on one training batch the twin's gradients against
+    the reversible trunk's (relative error of the whole gradient vector, and cosine)."""
+    cfg = TrainConfig(**{k: v for k, v in run["config"].items() if k in TrainConfig.__dataclass_fields__}
+                      | {"data_dir": data_dir, "progress": False})
+    plan = plan_run(cfg)
+    data = ensure_data(plan.profile, Path(data_dir), progress=False)
+    rev = load_model(run["config"]["out_dir"])
+    twin = GPT(dataclasses.replace(rev.cfg, trunk=stored_twin(rev.cfg.trunk)))
+    twin.load_state_dict(rev.state_dict())
+    device = torch.device("cpu")
+    losses = {name: evaluate(m, data, plan, device, None) for name, m in (("reversible", rev), ("stored", twin))}
+    x, y = data.get_batch("train", plan.batch_size, plan.model.seq_len, torch.Generator().manual_seed(cfg.seed))
+    grads = []
+    for m in (rev, twin):
+        m.zero_grad(set_to_none=True)
+        m(x, y).backward()
+        grads.append(torch.cat([p.grad.flatten().double() for p in m.parameters() if p.grad is not None]))
+    g_rev, g_twin = grads
+    return {"trunk": rev.cfg.trunk, "twin": twin.cfg.trunk, "val_loss_reversible": losses["reversible"],
+            "val_loss_stored": losses["stored"],
+            "grad_rel_error": float((g_rev - g_twin).norm() / g_twin.norm()),
+            "grad_cosine": float(g_rev @ g_twin / (g_rev.norm() * g_twin.norm()))}
+
+
+def _bench_row(bench: dict, trunk: str) -> dict | None:
+    return next((r for r in bench.get("runs", []) if r["trunk"] == trunk), None)
+
+
+def three_arms(run1: dict, run2: dict, bench: dict, twin: dict) -> pd.DataFrame:
+    """One row per arm (residual = run 1, the stored twin, the reversible trunk = run 2): what it changes, its
+    validation loss (run 1 and run 2 as trained; the twin on run 2's weights), and from the interleaved bench its
+    step's peak and activation memory and its tokens/s (median step)."""
+    arms = [("residual (run 1)", run1["trunk"], "stored", run1["final_val_loss"], "trained"),
+            (f"stored twin ({twin['twin']})", twin["twin"], "stored", twin["val_loss_stored"], "on run 2's weights"),
+            (f"reversible (run 2, {twin['trunk']})", twin["trunk"], "rebuilt", run2["final_val_loss"], "trained")]
+    rows = []
+    for arm, trunk, backward, val, how in arms:
+        b = _bench_row(bench, trunk) or {}
+        rows.append({"arm": arm, "backward": backward, "val loss": val, "loss measured": how,
+                     "peak MiB": b.get("peak_bytes", math.nan) / MIB, "activations MiB":
+                     b.get("activation_bytes", math.nan) / MIB, "tokens/s": b.get("tokens_per_s", math.nan)})
+    return pd.DataFrame(rows).set_index("arm")
+
+
+def arms_finding(run1: dict, run2: dict, bench: dict, twin: dict) -> str:
+    """The two effects in words: the architecture's (stored twin against residual: loss one seed each, memory and
+    speed from the bench) and the backward's (reversible against the stored twin: loss and gradients on the same
+    weights, memory and speed from the bench), each speed with the interquartile range of its interleaved rounds."""
+    base, st, rv = (_bench_row(bench, t) for t in (run1["trunk"], twin["twin"], twin["trunk"]))
+    arch = twin["val_loss_stored"] - run1["final_val_loss"]
+    arch_loss = (f"a tie within {LOSS_TIE} nats" if abs(arch) <= LOSS_TIE else
+                 f"{'lower' if arch < 0 else 'higher'} by {abs(arch):.3f} nats")
+    lines = [f"**Architecture** ({twin['twin']} against residual, both storing activations): validation loss "
+             f"{twin['val_loss_stored']:.3f} against {run1['final_val_loss']:.3f}, {arch_loss} (one trained seed "
+             f"each: the twin's loss is run 2's weights' under stored autograd)."]
+    if base and st:
+        sp = round_ratio(st["step_times"], base["step_times"])
+        lines[-1] += (f" Bench, same batch: peak {st['peak_bytes'] / base['peak_bytes']:.2f}x, tokens/s "
+                      f"{sp.text()}.")
+    rev_loss = twin["val_loss_reversible"] - twin["val_loss_stored"]
+    err = twin["grad_rel_error"]
+    same = (f"within {GRAD_AGREE:g}: the memory-free backward changes what a step costs, not where it goes" if
+            err < GRAD_AGREE else f"more than {GRAD_AGREE:g}: the rebuilt activations are off enough to steer the "
+            f"steps, and run 2's loss is not the stored twin's")
+    apart = "identical, bit for bit" if rev_loss == 0 else f"{rev_loss:+.1e} nats apart"
+    lines.append(f"**Reversibility** ({twin['trunk']} against {twin['twin']}, same weights): validation loss "
+                 f"{apart}; gradients {err:.1e} apart (relative; cosine "
+                 f"{twin['grad_cosine']:.6f}), {same}.")
+    if st and rv:
+        sp = round_ratio(rv["step_times"], st["step_times"])
+        lines[-1] += (f" Bench: activations {rv['activation_bytes'] / st['activation_bytes']:.2f}x and peak "
+                      f"{rv['peak_bytes'] / st['peak_bytes']:.2f}x the stored twin's; tokens/s {sp.text()}.")
+    return "\n".join(f"- {line}" for line in lines)

@@ -1,0 +1,48 @@
+"""Notebook 05's three arms (rev.chapters.assignment.arms): the stored twin measured on run 2's weights gives the
+reversible trunk's loss and gradients, and each effect is read from the arm pair that isolates it."""
+from __future__ import annotations
+
+import pytest
+
+from rev.chapters.assignment import arms
+from rev.chapters.assignment.takeaways import _attribution
+
+
+def _bench(rev_act: float = 1.0) -> dict:
+    rows = [{"trunk": "residual", "peak_bytes": 40 * 2**20, "activation_bytes": 30 * 2**20, "tokens_per_s": 1000,
+             "step_times": [1.0, 1.1, 0.9, 1.0]},
+            {"trunk": "midpoint", "peak_bytes": 41 * 2**20, "activation_bytes": 31 * 2**20, "tokens_per_s": 990,
+             "step_times": [1.0, 1.1, 0.95, 1.0]},
+            {"trunk": "midpoint_rev", "peak_bytes": 15 * 2**20, "activation_bytes": rev_act * 2**20,
+             "tokens_per_s": 750, "step_times": [1.3, 1.4, 1.3, 1.35]}]
+    return {"runs": rows}
+
+
+def test_each_effect_comes_from_the_pair_that_isolates_it():
+    run1 = {"trunk": "residual", "final_val_loss": 2.00}
+    run2 = {"trunk": "midpoint_rev", "h": 0.5, "final_val_loss": 1.90}
+    twin = {"trunk": "midpoint_rev", "twin": "midpoint", "val_loss_reversible": 1.90, "val_loss_stored": 1.90,
+            "grad_rel_error": 2e-6, "grad_cosine": 1.0}
+    table = arms.three_arms(run1, run2, _bench(), twin)
+    assert list(table["backward"]) == ["stored", "stored", "rebuilt"]
+    assert table["activations MiB"].iloc[2] == 1.0 and table["loss measured"].iloc[1] == "on run 2's weights"
+    text = arms.arms_finding(run1, run2, _bench(), twin)
+    assert "**Architecture** (midpoint against residual" in text and "lower by 0.100 nats" in text
+    assert "peak 1.02x" in text and "activations 0.03x" in text and "not where it goes" in text
+    assert "the architecture's" in _attribution(run2, twin) and "moved neither" in _attribution(run2, twin)
+    off = dict(twin, grad_rel_error=0.05)
+    assert "steer the steps" in arms.arms_finding(run1, run2, _bench(), off)
+    assert "not the architecture's alone" in _attribution(run2, off)
+
+
+@pytest.mark.slow
+def test_the_stored_twin_on_trained_weights_matches_the_reversible_trunk(tmp_path, smoke_data):
+    from rev.chapters.shared.runs import train_run
+
+    run = train_run("run2_reversible_same_batch", "smoke", tmp_path, smoke_data, progress=False,
+                    trunk="midpoint_rev", h=0.5, train_tokens=4096)
+    twin = arms.paired_twin(run, smoke_data)
+    assert twin["twin"] == "midpoint" and twin["grad_rel_error"] < arms.GRAD_AGREE
+    assert twin["val_loss_stored"] == pytest.approx(twin["val_loss_reversible"], abs=1e-5)
+    assert twin["val_loss_reversible"] == pytest.approx(run["final_val_loss"], abs=1e-5)   # the run's own evaluation
+    assert twin["grad_cosine"] > 0.999999
