@@ -27,9 +27,11 @@ from ...core.integrators import Integrator, RevEuler
 from ...core.reversible import reversible_trunk, run_forward, run_inverse, state_error
 from ...core.streams import STREAMS, get_stream
 from ...engine.memory import training_step_memory
+from ..shared import palette
 
 GRAD_RTOL = 1e-6     # float64 gradients of the memory-free Function vs the stored twin
-COLORS = {"fp32": "C0", "fp64": "C1", "fixed": "C2", "memory-free Function": "C2", "stored twin": "C3"}
+COLORS = {**palette.STREAMS, "memory-free Function": palette.BACKWARDS["rebuilt"],
+          "stored twin": palette.BACKWARDS["stored"]}   # the book's colours (`rev.chapters.shared.palette`)
 
 
 # --- the tiny two-stream trunk ---------------------------------------------------------------------------

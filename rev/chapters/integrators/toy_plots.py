@@ -11,10 +11,11 @@ import numpy as np
 from torch import Tensor
 
 from ...core.streams import STREAMS
+from ..shared import palette
 from .toy import (DepthStudy, Field, ParasiticMode, StepStudy, depth_study, error_profile, initial_points,
                   leapfrog_roots, make_tanh_field, validate_walk)
 
-STREAM_COLORS = {"fp32": "C0", "fp64": "C1", "fixed": "C2"}
+STREAM_COLORS = palette.STREAMS   # the book's colours (`rev.chapters.shared.palette`)
 
 
 def zero_aware_log_axis(ax, values: Sequence[float], axis: str = "y") -> None:
@@ -135,7 +136,8 @@ def explorer_figure(h: float = 0.1, depth: int = 256, stream: str = "fp32", fiel
     depths = np.unique(np.geomspace(1, depth, num=min(depth, 9)).round().astype(int))
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
     shown: list[float] = []
-    for name, color in zip(integrators, ("C0", "C1", "C2")):
+    for name in integrators:
+        color = palette.integrator_colour(name)
         study = depth_study(name, field, x0, h, depths, stream)
         ax0.fill_between(np.arange(1, depth + 1), study.lower, study.upper, color=color, alpha=0.25,
                          label=f"{name} model band")

@@ -17,6 +17,7 @@ from ...engine.files import read_json, write_json
 from ...engine.profiles import ProfileLike, get_profile
 from ..shared.tables import counted
 from ..shared.runs import profile_dir, run_speed, train_run
+from ..shared.palette import integrator_colour
 from .streams import stream_row, with_stream
 
 LOSS_TIE = 0.02           # validation losses closer than this (nats) count as a tie
@@ -247,15 +248,15 @@ def chosen_reversible(profile: ProfileLike, results: str | Path = "results") -> 
 # --- figures ----------------------------------------------------------------------------------------------
 
 def _bar_colour(row: dict) -> str:
-    return "tab:gray" if row["trunk"] == "residual" else (
-        "tab:blue" if row["trunk"].startswith("midpoint") else "tab:orange")
+    return integrator_colour(row["trunk"])   # the trunk's integrator, as in every figure of the book
 
 
 def plot_screening_bars(rows: list[dict], recon_limit: float = RECON_LIMIT):
     """Validation loss, speed (median step, with the quartiles of its steps as error bars where recorded) and
     reconstruction error of each screening run: one row per candidate, the same row in all three panels (shared
-    y axis), each bar labelled with its value. An exact 0 cannot sit on the log axis, so it is marked at the floor
-    and labelled; the residual baseline has no inverse and says so."""
+    y axis), each value labelled. Loss and reconstruction error are dots, not bars: a loss axis zoomed to the
+    candidates' range and a log axis have no zero a bar's length could be measured from. An exact 0 cannot sit on
+    the log axis, so it is a hollow dot on the floor, labelled; the residual baseline has no inverse and says so."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -263,27 +264,37 @@ def plot_screening_bars(rows: list[dict], recon_limit: float = RECON_LIMIT):
     colours = [_bar_colour(r) for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(14, 0.5 * len(rows) + 1.8), sharey=True)
     val = [r["val_loss"] for r in rows]
-    axes[0].barh(y, val, color=colours)
-    axes[0].set(xlabel="validation loss", xlim=(min(val) - 0.1 * (max(val) - min(val) + 0.01),
-                                                 max(val) + 0.25 * (max(val) - min(val) + 0.01)))
+    axes[0].scatter(val, y, color=colours, zorder=3)
+    base = next((r["val_loss"] for r in rows if r["trunk"] == "residual"), None)
+    if base is not None:
+        axes[0].axvline(base, color=colours[0] if rows[0]["trunk"] == "residual" else "k", ls=":", lw=1,
+                        label="the baseline's loss")
+        axes[0].legend(fontsize=8, loc="lower right")
+    axes[0].grid(axis="x", alpha=0.3)
+    axes[0].set(xlabel="validation loss (axis zoomed)",
+                xlim=(min(val) - 0.1 * (max(val) - min(val) + 0.01), max(val) + 0.3 * (max(val) - min(val) + 0.01)))
     speed = [r["tokens_per_s"] for r in rows]
     axes[1].barh(y, speed, color=colours, alpha=0.8)
     for i, r in enumerate(rows):
         if r.get("tokens_per_s_q1") is not None and r.get("tokens_per_s_q3") is not None:
             axes[1].plot([r["tokens_per_s_q1"], r["tokens_per_s_q3"]], [i, i], "|-", color="k", lw=1.5, ms=10)
-    axes[1].set(xlabel="tokens / s: median step (bar), steps' quartiles (black line)")
+    axes[1].set(xlabel="tokens/s: median step, quartiles")
     errors = [r["reconstruction_error"] for r in rows]
     positive = [e for e in errors if e]
     floor = min(positive + [recon_limit]) / 30
-    axes[2].barh(y, [e - floor if e else np.nan for e in errors], color=colours, left=floor)  # floor to e
+    for i, e in enumerate(errors):
+        if e:
+            axes[2].plot([e], [i], "o", color=colours[i])
+        elif e == 0:
+            axes[2].plot([floor], [i], "o", mfc="white", color=colours[i], clip_on=False)
     axes[2].axvline(recon_limit, color="k", ls="--", lw=1, label=f"limit {recon_limit:g}")
-    axes[2].set(xscale="log", xlabel="relative reconstruction error (log)", xlim=(floor, recon_limit * 30))
+    axes[2].grid(axis="x", alpha=0.3)
+    axes[2].set(xscale="log", xlabel="reconstruction error (log; hollow: exactly 0)",
+                xlim=(floor / 1.5, recon_limit * 30))
     for i, (v, s, e) in enumerate(zip(val, speed, errors)):
-        axes[0].text(v, i, f" {v:.3f}", va="center", fontsize=8)
+        axes[0].text(v, i, f"  {v:.3f}", va="center", fontsize=8)
         axes[1].text(max(s, rows[i].get("tokens_per_s_q3") or s), i, f" {s:,.0f}", va="center", fontsize=8)
         label = "no inverse" if e is None else "exactly 0" if e == 0 else f"{e:.1e}"
-        if e == 0:
-            axes[2].plot([floor], [i], "o", color=colours[i], clip_on=False)
         axes[2].text(e if e else floor, i, f"  {label}", va="center", fontsize=8)
     axes[0].xaxis.set_major_locator(plt.MaxNLocator(4))  # loss differences are small: few, readable ticks
     axes[1].set_xlim(right=1.15 * max(max(speed), *(r.get("tokens_per_s_q3") or 0 for r in rows)))

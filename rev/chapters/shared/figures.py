@@ -15,12 +15,12 @@ from ...core.model import TRUNKS
 from ...core.reversible import RECON_LIMIT
 from .results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
                       format_value, loss_head_table, main_runs, maxbatch_of, number, unigram_loss)
+from .palette import SCREENING, run_colour
 from .run_log import read_log
 
-# Colours: blues for the residual baseline, oranges/reds for the reversible runs, grey for screening.
-_COLOURS = {BASE: "#1f77b4", BASE_MAX: "#6baed6", REV: "#d62728", REV_MAX: "#ff7f0e", REV_DEEP: "#8c564b",
-            REV_MAX_STREAM: "#e377c2", RUNNER_UP: "#bcbd22"}
-_SCREEN_COLOUR = "#7f7f7f"
+# one colour per run across the book (`palette`): blues for the baseline, warm colours for the reversible runs
+_COLOURS = {run: run_colour(run) for run in (BASE, BASE_MAX, REV, REV_MAX, REV_DEEP, REV_MAX_STREAM, RUNNER_UP)}
+_SCREEN_COLOUR = SCREENING
 
 
 def _plt():
@@ -94,16 +94,23 @@ def _bars(df: pd.DataFrame, col: str, title: str, ylabel: str, fmt: str, empty: 
     else:
         v = vals[vals.notna()]
         x = np.arange(len(present))
-        bars = ax.bar(x, v, color=[_colour(r) for r in present["run"]])
+        colours = [_colour(r) for r in present["run"]]
         ax.set_xticks(x, _bar_labels(present), fontsize=8)
-        ax.bar_label(bars, labels=[fmt.format(y) for y in v], fontsize=8)
-        if log:
-            ax.set_yscale("log")
-        elif col == "final_val_loss":  # losses differ in the second decimal: do not start the axis at zero
-            lo, hi = float(v.min()), float(v.max())
-            pad = max(0.05, (hi - lo) * 0.5)
-            ax.set_ylim(lo - pad, hi + pad)
+        if col == "final_val_loss" or log:
+            # dots: a loss axis zoomed to the runs' range, or a log axis, has no zero a bar's length could start at
+            ax.scatter(x, v, color=colours, s=40, zorder=3)
+            for xi, y in zip(x, v):
+                ax.annotate(fmt.format(y), (xi, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+            ax.grid(axis="y", alpha=0.3)
+            if log:
+                ax.set_yscale("log")
+            else:
+                lo, hi = float(v.min()), float(v.max())
+                pad = max(0.05, (hi - lo) * 0.15)
+                ax.set_ylim(max(0.0, lo - pad), hi + 2 * pad)
         else:
+            bars = ax.bar(x, v, color=colours)
+            ax.bar_label(bars, labels=[fmt.format(y) for y in v], fontsize=8)
             ax.set_ylim(0, float(v.max()) * 1.15)
     ax.set(title=title, ylabel=ylabel)
     fig.tight_layout()
@@ -229,24 +236,29 @@ def plot_max_batch(maxbatch: dict | None):
 
 
 def plot_reconstruction_error(df: pd.DataFrame):
-    """Relative reconstruction error of every trained reversible trunk (screening runs in grey), log scale."""
+    """Relative reconstruction error of every trained reversible trunk (screening runs in grey): dots on a log
+    scale, an exact 0 a hollow dot on the floor, labelled."""
     plt = _plt()
     rev = df[pd.to_numeric(df["reconstruction_error"], errors="coerce").notna()] if len(df) else df
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(rev) + 2), 4))
     if not len(rev):
         _empty(ax, "no reversible runs present")
     else:
-        err = pd.to_numeric(rev["reconstruction_error"]).clip(lower=1e-18)  # exact (0) still gets a visible bar
+        raw = pd.to_numeric(rev["reconstruction_error"])
+        positive = raw[raw > 0]
+        floor = (float(positive.min()) if len(positive) else RECON_LIMIT) / 30   # where an exact 0 is drawn
         x = np.arange(len(rev))
         colours = [_SCREEN_COLOUR if scr else _colour(r) for r, scr in zip(rev["run"], rev["screening"])]
-        bars = ax.bar(x, err, color=colours)
+        for xi, e, c in zip(x, raw, colours):   # dots on the log axis; an exact 0 hollow on the floor
+            ax.plot([xi], [e if e > 0 else floor], "o", color=c, mfc=c if e > 0 else "white", ms=7, clip_on=False)
+            ax.annotate("exactly 0" if e == 0 else f"{e:.1e}", (xi, e if e > 0 else floor), textcoords="offset points",
+                        xytext=(0, 7), ha="center", fontsize=8)
         ax.set_xticks(x, [f"{lab}\n{t} h={h:g} {s}" for lab, t, h, s in zip(rev["label"], rev["trunk"], rev["h"],
                                                                             rev["stream"])], fontsize=7, rotation=20)
-        ax.bar_label(bars, labels=["exactly 0" if e == 0 else f"{e:.1e}" for e in rev["reconstruction_error"]],
-                     fontsize=8)
         ax.axhline(RECON_LIMIT, color="k", ls="--", lw=1, label=f"warning threshold {RECON_LIMIT:g}")
         ax.set_yscale("log")
-        ax.set_ylim(top=RECON_LIMIT * 30)   # room above the threshold for the labels of the largest errors
+        ax.set_ylim(floor / 2, RECON_LIMIT * 30)   # room above the threshold for the labels of the largest errors
+        ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
     ax.set(title="reconstruction error of the trained trunk (relative)", ylabel="|x - inverse(forward(x))| / |x|")
     fig.tight_layout()

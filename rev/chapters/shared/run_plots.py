@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .palette import run_colour
 from .run_log import read_log
 
 
@@ -14,7 +15,8 @@ def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, le
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4))
-    for (label, run_dir), color in zip(runs.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4):
+    for label, run_dir in runs.items():
+        color = run_colour(Path(run_dir).name)   # the run's colour in every figure of the book
         log = read_log(run_dir)
         ax.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), color=color, lw=1,
                 label=f"{label} (train)")
@@ -35,7 +37,7 @@ def plot_memory_speed(summaries: dict[str, dict]):
 
     from .runs import run_speed
 
-    colors = ["tab:gray", "tab:orange", "tab:blue", "tab:green"][:len(summaries)]
+    colors = [run_colour(s.get("run", "")) for s in summaries.values()]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     axes[0].bar(list(summaries), [s["peak_memory_bytes"] / 2**20 for s in summaries.values()], color=colors)
     axes[0].set(ylabel="peak MiB of a training step")

@@ -64,6 +64,9 @@ def test_bars_share_rows_and_label_exact_zeros():
     assert [t.get_text() for t in loss.get_yticklabels()] == [r["name"] for r in rows]
     labels = {round(t.get_position()[1]): t.get_text().strip() for t in recon.texts}
     assert labels == {0: "no inverse", 1: "1.0e-06", 2: "1.0e-06", 3: "exactly 0", 4: "1.0e-01"}
+    assert not loss.patches and not recon.patches      # dots, not bars, where an axis has no zero to measure from
+    zero = [ln for ln in recon.get_lines() if ln.get_ydata()[0] == 3][0]
+    assert zero.get_markerfacecolor() == "white" and zero.get_xdata()[0] <= recon.get_xlim()[0] * 1.6
     matplotlib.pyplot.close(fig)
 
 

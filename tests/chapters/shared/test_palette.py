@@ -1,0 +1,69 @@
+"""One colour per run, trunk and stream across the book (rev.chapters.shared.palette)."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.colors as mcolors  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+from rev.chapters.shared import palette  # noqa: E402
+from rev.chapters.shared.figures import _COLOURS  # noqa: E402
+from rev.chapters.shared.run_plots import plot_memory_speed, plot_runs  # noqa: E402
+
+
+def _log(folder, losses):
+    folder.mkdir(parents=True)
+    rows = ["step,tokens,loss,lr,grad_norm,tokens_per_s,val_loss"]
+    rows += [f"{i},{(i + 1) * 100},{v},0.001,1.0,1000,{v if i == len(losses) - 1 else ''}" for i, v in enumerate(losses)]
+    (folder / "log.csv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def test_a_run_has_its_colour_in_every_figure_whatever_its_order(tmp_path):
+    run3 = _log(tmp_path / "run3_reversible_max_batch", [6.0, 5.0, 4.0])
+    run2 = _log(tmp_path / "run2_reversible_same_batch", [6.0, 5.5, 5.0])
+    for order in ({"a": run3, "b": run2}, {"b": run2, "a": run3}):
+        fig = plot_runs(order)
+        by_label = {line.get_label(): mcolors.to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
+        assert by_label["a (train)"] == palette.RUNS["run3_reversible_max_batch"]
+        assert by_label["b (train)"] == palette.RUNS["run2_reversible_same_batch"]
+        plt.close(fig)
+    fig = plot_memory_speed({"run 2": {"run": "run2_reversible_same_batch", "peak_memory_bytes": 2**20,
+                                       "tokens_per_s": 10.0}})
+    assert mcolors.to_hex(fig.axes[0].patches[0].get_facecolor()) == palette.RUNS["run2_reversible_same_batch"]
+    plt.close(fig)
+    assert _COLOURS["run3_reversible_max_batch"] == palette.RUNS["run3_reversible_max_batch"]
+
+
+def test_families_do_not_share_a_colour():
+    streams, backwards = set(palette.STREAMS.values()), set(palette.BACKWARDS.values()) - {palette.RUNS[
+        "run2_reversible_same_batch"]}
+    assert not streams & set(palette.RUNS.values()) and not streams & set(palette.INTEGRATORS.values())
+    assert not backwards & streams
+    assert palette.integrator_colour("midpoint_rev") == palette.integrator_colour("midpoint") != \
+        palette.integrator_colour("reveuler_rev")
+
+
+def test_report_losses_and_exactness_are_dots_on_axes_that_tell_the_truth():
+    """A loss axis zoomed to the runs (never below 0: it once ran to -1.5) and a log axis have no zero to start
+    a bar at: dots; an exact reconstruction is a hollow dot on the floor, labelled."""
+    import pandas as pd
+
+    from rev.chapters.shared.figures import plot_reconstruction_error, plot_val_loss
+
+    df = pd.DataFrame({"run": ["run1_baseline", "run1b_baseline_maxbatch", "run3_reversible_max_batch"],
+                       "label": ["baseline", "baseline max batch", "reversible max batch"],
+                       "trunk": ["residual", "residual", "midpoint_rev"], "h": [1.0, 1.0, 0.5],
+                       "stream": ["fp32", "fp32", "fixed"], "batch_size": [16, 4, 55], "tokens": [8e5] * 3,
+                       "final_val_loss": [1.655, 0.55, 5.01], "reconstruction_error": [None, None, 0.0],
+                       "screening": [False] * 3, "chosen": [False] * 3})
+    fig = plot_val_loss(df)
+    ax = fig.axes[0]
+    assert not ax.patches and ax.get_ylim()[0] >= 0
+    plt.close(fig)
+    fig = plot_reconstruction_error(df.assign(reconstruction_error=[None, 3e-6, 0.0]))
+    ax = fig.axes[0]
+    assert not ax.patches and "exactly 0" in [t.get_text() for t in ax.texts]
+    hollow = [ln for ln in ax.get_lines() if ln.get_markerfacecolor() == "white"]
+    assert len(hollow) == 1 and hollow[0].get_ydata()[0] == ax.get_ylim()[0] * 2
+    plt.close(fig)
