@@ -16,6 +16,7 @@ Everything runs in fp32, the precision the memory models of `models` count in by
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -25,6 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from ...engine.progress import tqdm
+from ..shared.palette import BACKWARDS
 
 from ...core.model import GPTConfig
 from ...engine.bench import make_training_step
@@ -275,6 +277,9 @@ def measured_figure(rows: list[dict], sizes: Sizes):
     return fig
 
 
+ACTIVATIONS, STATIC = BACKWARDS["rebuilt"], BACKWARDS["stored"]   # what a plan keeps per device, what it cannot drop
+
+
 def models_figure(evals: list[list[dict]], hw: M.Hardware = M.H100_ASSUMED):
     """Per geometry, activation and static GiB per device for every plan; last, for the last geometry,
     activations against recompute overhead. A technique that keeps no activations on the device (offload) is
@@ -286,8 +291,9 @@ def models_figure(evals: list[list[dict]], hw: M.Hardware = M.H100_ASSUMED):
     for ax, rows in zip(axes, evals):
         y = range(len(rows))
         act = [r["activation_GiB"] or float("nan") for r in rows]
-        ax.barh([i - 0.2 for i in y], act, 0.4, label="activations")
-        ax.barh([i + 0.2 for i in y], [r["static_GiB"] for r in rows], 0.4, label="weights + grads + Adam")
+        # dots, not bars: a log axis has no zero a bar's length could start at
+        ax.plot(act, [i - 0.12 for i in y], "o", color=ACTIVATIONS, label="activations")
+        ax.plot([r["static_GiB"] for r in rows], [i + 0.12 for i in y], "s", color=STATIC, label="weights + grads + Adam")
         for i, r in enumerate(rows):
             if not r["activation_GiB"]:
                 ax.annotate(f"0 on the device ({r['host_GiB']:.3g} GiB on host)", (0.02, i - 0.2),
@@ -299,12 +305,17 @@ def models_figure(evals: list[list[dict]], hw: M.Hardware = M.H100_ASSUMED):
         ax.set(title=rows[0]["geometry"], xlabel="GiB per device")
         ax.grid(alpha=0.3, axis="x")
     axes[len(evals) - 1].axvline(hw.hbm_bytes / M.GIB, color="k", ls=":", label="HBM (assumed H100)")
-    for ax in axes[:-1]:
-        ax.legend(fontsize=8)
+    for ax in axes[:-1]:   # below the axes: over them it hides the plans' dots
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
     last = [r for r in evals[-1] if r["activation_GiB"] > 0]
-    for r in last:
-        axes[-1].scatter(100 * r["recompute_overhead"], r["activation_GiB"])
-        axes[-1].annotate(r["plan"], (100 * r["recompute_overhead"], r["activation_GiB"]), fontsize=7)
+    placed: list[tuple[float, float]] = []
+    for r in sorted(last, key=lambda r: (r["recompute_overhead"], r["activation_GiB"])):
+        x, y = 100 * r["recompute_overhead"], r["activation_GiB"]
+        axes[-1].scatter(x, y, color=ACTIVATIONS)
+        # plans on (nearly) one point get their labels stacked, not drawn over each other
+        near = sum(abs(x - px) < 2 and abs(math.log10(y / py)) < 0.15 for px, py in placed)
+        axes[-1].annotate(r["plan"], (x, y), textcoords="offset points", xytext=(5, -3 + 9 * near), fontsize=7)
+        placed.append((x, y))
     axes[-1].set(yscale="log", title=f"{last[0]['geometry']}:\nactivations against extra compute",
                  xlabel="recompute overhead (% of a stored step's FLOPs)", ylabel="activation GiB per device")
     axes[-1].grid(alpha=0.3)
