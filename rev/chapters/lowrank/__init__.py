@@ -10,7 +10,7 @@ projector splitting, rank enrichment, and a controller compared with fixed rank 
                 paired seeds, figure, takeaways;
 * `exercises`   the checks of exercises 09b.1 and 09b.2, and the measurement and verdict of 09b.3.
 """
-from .comparison import (CALIB_OFFSET, COS_SLACK, PUBLISHED, TAU_SVD, calibrate, comparison_figure, compare,
+from .comparison import (CALIB_OFFSET, COS_SLACK, PUBLISHED, TAU_SVD, calibrate, calibration_rule, comparison_figure, compare,
                          paired_sign_flip, summary_table, takeaways, verdict, verdict_table)
 from .controller import RankController, enrichment_trace, forward_keep, kept_steps, reversal_gradients
 from .exercises import (CHECKPOINT_SHARE, check_projection, check_reverse_order, checkpoint_measurement,
@@ -23,7 +23,7 @@ from .splitting import (LowRank, affine_flow, defect, dense_step, enrich, field,
                         tangent_residual)
 from .training import seed_data, train_arm
 
-__all__ = ["CALIB_OFFSET", "COS_SLACK", "PUBLISHED", "TAU_SVD", "calibrate", "comparison_figure", "compare", "paired_sign_flip",
+__all__ = ["CALIB_OFFSET", "COS_SLACK", "PUBLISHED", "TAU_SVD", "calibrate", "calibration_rule", "comparison_figure", "compare", "paired_sign_flip",
            "summary_table", "takeaways", "verdict", "verdict_table", "RankController", "enrichment_trace", "forward_keep",
            "kept_steps", "reversal_gradients", "check_projection", "check_reverse_order", "CHECKPOINT_SHARE",
            "checkpoint_measurement", "checkpoint_verdict", "LowRankSizes",

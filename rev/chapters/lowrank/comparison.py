@@ -66,8 +66,24 @@ def calibrate(sz: LowRankSizes, spacing: int, cos_target: float = 0.99) -> tuple
     target = cal.groupby("seed").grad_cos.transform(lambda c: min(cos_target, c.max() - COS_SLACK))
     good = cal[cal.grad_cos >= target].sort_values("rank").groupby("seed").first()
     tau_rank = float(good.delta.median())
+    reached = int((cal.groupby("seed").grad_cos.max() >= cos_target).sum())
+    cal.attrs.update(cos_target=cos_target, seeds_reaching_target=reached, seeds=int(cal.seed.nunique()))
     return dict(tau_warn=4 * tau_rank, tau_safe=tau_rank / 4, tau_rank=tau_rank, tau_svd=TAU_SVD,
                 tau_grad=10 * float(cal.local_defect.max())), cal
+
+
+def calibration_rule(cal: pd.DataFrame) -> str:
+    """Which rule set tau_rank, from `calibrate`'s table: the note's (the smallest rank whose gradient cosine reaches
+    the target), or, on the seeds where no allowed rank reached it, the fallback (within COS_SLACK of the best)."""
+    n, seeds, target = cal.attrs["seeds_reaching_target"], cal.attrs["seeds"], cal.attrs["cos_target"]
+    if n == seeds:
+        return (f"tau_rank follows the note's rule on all {seeds} calibration seeds: the smallest rank whose "
+                f"gradient cosine reaches {target:g}.")
+    best = cal.groupby("seed").grad_cos.max()
+    return (f"The note's rule (the smallest rank whose gradient cosine reaches {target:g}) applies on {n} of {seeds} "
+            f"calibration seeds: on the others no allowed rank gets there (best cosines {best.min():.4f} to "
+            f"{best.max():.4f}), so tau_rank comes from the fallback there: the smallest rank within "
+            f"COS_SLACK = {COS_SLACK:g} of the best cosine that seed reaches.")
 
 
 def _controller(sz: LowRankSizes, th: dict, spacing0: int, T: int, rule: str) -> RankController:
