@@ -23,7 +23,8 @@ from .toy import (COMPUTE_DTYPE, UNIT_ROUNDOFF, add_sub_check, add_sub_curve, ad
                   EulerDefect, Field, fit_loglog_slope, initial_points, leapfrog_roots, linear_field, local_errors,
                   make_tanh_field, model_band, parasitic_mode, ParasiticMode, roundtrip_error, spacing, step_study,
                   StepStudy, TanhField, validate_walk, walk_forward)
-from .toy_lessons import add_sub_lesson, integrators_compared, roundtrip_lesson, starter_lesson, survival
+from .toy_lessons import (add_sub_lesson, integrators_compared, roundtrip_lesson, starter_lesson, step_size_reading,
+                          survival)
 from .toy_plots import (DEFAULT_EXPLORER, STREAM_COLORS, band_legend, band_panels, explorer_figure,
                         interactive_explorer, parasitic_figure, zero_aware_log_axis, zero_note)
 from .buildit import (BREAKS, COLORS, GRAD_RTOL, TRUNKS, block_params, break_table, check_fixed_inverse, core_trunk,
@@ -40,7 +41,7 @@ __all__ = ["COMPUTE_DTYPE", "UNIT_ROUNDOFF", "add_sub_check", "add_sub_curve", "
            "EulerDefect", "Field", "fit_loglog_slope", "initial_points", "leapfrog_roots", "linear_field",
            "local_errors", "make_tanh_field", "model_band", "parasitic_mode", "ParasiticMode", "roundtrip_error",
            "spacing", "step_study", "StepStudy", "TanhField", "validate_walk", "walk_forward",
-           "add_sub_lesson", "integrators_compared", "roundtrip_lesson", "starter_lesson", "survival",
+           "add_sub_lesson", "integrators_compared", "roundtrip_lesson", "starter_lesson", "step_size_reading", "survival",
            "DEFAULT_EXPLORER", "STREAM_COLORS", "band_legend", "band_panels", "explorer_figure",
            "interactive_explorer", "parasitic_figure", "zero_aware_log_axis", "zero_note", "BREAKS", "COLORS",
            "GRAD_RTOL", "TRUNKS", "block_params", "break_table", "check_fixed_inverse", "core_trunk",

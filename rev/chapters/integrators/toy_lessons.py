@@ -125,6 +125,32 @@ def add_sub_lesson(one: dict[str, AddSubCheck], alike_within: float = 0.05) -> s
 
 # --- takeaways --------------------------------------------------------------------------------------------
 
+def step_size_reading(studies: dict[tuple[str, str], StepStudy]) -> str:
+    """How to read the step-size figure, from its values: per integrator, at the smallest and the largest h, how far
+    apart the float streams' errors are (a factor), and the fixed stream's; where the streams part ways at large h
+    the reading says so (an integrator that is alike on every stream at one h need not be at another)."""
+    lines = []
+    for name in dict.fromkeys(n for n, _ in studies):
+        floats = {s: st for (n, s), st in studies.items() if n == name and s != "fixed"}
+        fixed = studies.get((name, "fixed"))
+        ends = []
+        for i, where in ((0, "smallest"), (-1, "largest")):
+            errs = {s: float(st.measured[i]) for s, st in floats.items()}
+            pos = [e for e in errs.values() if e > 0]
+            spread = max(pos) / min(pos) if len(pos) == len(errs) and pos else math.inf
+            h = float(next(iter(floats.values())).hs[i])
+            ends.append((where, h, errs, spread))
+        text = "; ".join(f"at the {w} h = {h:g}: " + ", ".join(f"{s} {_size(e)}" for s, e in errs.items())
+                         + (f" (a factor {sp:.0f} apart)" if math.isfinite(sp) else "")
+                         for w, h, errs, sp in ends)
+        parted = ends[1][3] > 10 * max(ends[0][3], 1.0)
+        lines.append(f"**{name}**: {text}." + (" The float streams part ways as h grows: a comparison of "
+                                              "integrators or streams made at one h (section 4's) does not carry "
+                                              "over to another." if parted else "")
+                     + ("" if fixed is None else f" Fixed: {_size(float(fixed.measured.max()))} at worst."))
+    return "\n".join(f"- {line}" for line in lines)
+
+
 def _fixed_verdict(every_depth: bool, every_h: bool) -> str:
     """Whether the fixed stream rebuilt its input exactly in the depth study and in the step-size study."""
     if every_depth and every_h:
