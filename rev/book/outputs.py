@@ -9,6 +9,7 @@ close) kept once.
 """
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 
@@ -37,25 +38,44 @@ def terminal_text(text: str) -> str:
     return "\n".join(t for _, t in kept) + ("\n" if kept[-1][0] < len(lines) - 1 else "")
 
 
+def stream_text(out) -> str:
+    """A stream output's text (a saved notebook may hold it as a list of strings)."""
+    text = out.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def merged_streams(outputs: list) -> list:
+    """`outputs` with each run of consecutive stream outputs of one name (a bar's redraws can arrive one output
+    each) joined into one copy, so that `terminal_text` sees each whole line; the outputs given are not changed."""
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if (out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
+                and prev.get("name") == out.get("name")):
+            prev = merged[-1] = copy.copy(prev)
+            prev["text"] = stream_text(prev) + stream_text(out)
+        else:
+            merged.append(out)
+    return merged
+
+
 def clean_streams(path: str | Path) -> int:
-    """Rewrite the stream outputs of the notebook at `path` as `terminal_text`; returns how many changed."""
+    """Rewrite the stream outputs of the notebook at `path` as `terminal_text` (merged first, emptied ones
+    dropped); returns how many cells changed."""
     nb = nbformat.read(str(path), as_version=4)
     changed = 0
     for cell in nb.cells:
-        merged: list = []
-        for out in cell.get("outputs", []):   # a bar's redraws can arrive as one output each: one stream again
-            if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
-                    and merged[-1]["name"] == out["name"]):
-                merged[-1]["text"] += out["text"]
-                changed += 1
-            else:
-                merged.append(out)
-        for out in merged:
+        if "outputs" not in cell:
+            continue
+        outs = []
+        for out in merged_streams(cell.outputs):
             if out.get("output_type") == "stream":
-                text = terminal_text(out["text"])
-                if text != out["text"]:
-                    out["text"], changed = text, changed + 1
-        if "outputs" in cell:
-            cell["outputs"] = [o for o in merged if not (o.get("output_type") == "stream" and not o["text"].strip())]
+                out = copy.copy(out)
+                out["text"] = terminal_text(stream_text(out))
+                if not out["text"].strip():
+                    continue
+            outs.append(out)
+        if outs != cell.outputs:
+            cell.outputs, changed = outs, changed + 1
     nbformat.write(nb, str(path))
     return changed

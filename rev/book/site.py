@@ -43,6 +43,7 @@ import nbformat
 from ..engine.cli import folder_arg
 from ..engine.results_folder import PLOTS_DIR, REPORT_NAME
 from .colab import SETUP_CELL, _REF, _URL
+from .outputs import merged_streams, stream_text, terminal_text
 from .sequence import SEQUENCE
 from .site_check import MANIFEST, SiteError
 
@@ -92,6 +93,9 @@ class Page:
 # The notebooks, as a reader sees them
 # -------------------------------------------------------------------------------------------------------------
 
+_SOLUTION_MARKS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
+
+
 def strip_markers(source: str) -> str:
     """`source` without its `# NBVAL_...` marker comments."""
     return _MARKER_TAIL.sub("", _MARKER_LINE.sub("", source))
@@ -128,38 +132,12 @@ def _html_text(fragment: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).replace("\u2007", " ").split())
 
 
-def overwritten(text: str) -> str:
-    """Stream text as a terminal shows it: on each line, what the last carriage return left (a text progress bar
-    redraws itself with \r; a page would show every state side by side)."""
-    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
-
-
-def merged_streams(outputs: list) -> list:
-    """`outputs` with each run of consecutive stream outputs of one name (a progress bar's redraws arrive one
-    output each) joined into one, so that `overwritten` sees the whole line."""
-    merged: list = []
-    for out in outputs:
-        prev = merged[-1] if merged else None
-        if (out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
-                and prev.get("name") == out.get("name")):
-            prev = merged[-1] = copy.copy(prev)
-            prev["text"] = _text(prev) + _text(out)
-        else:
-            merged.append(out)
-    return merged
-
-
-def _text(out) -> str:
-    text = out.get("text", "")
-    return "".join(text) if isinstance(text, list) else text
-
-
 def static_output(out: nbformat.NotebookNode, models: dict[str, Any]) -> nbformat.NotebookNode | None:
     """`out` with a widget view replaced by static HTML of its final state and a stream's redrawn lines by their
     last state; None drops it."""
-    if out.get("output_type") == "stream" and "\r" in _text(out):
+    if out.get("output_type") == "stream" and ("\r" in stream_text(out) or "\x1b" in stream_text(out)):
         out = copy.copy(out)
-        out["text"] = overwritten(_text(out))
+        out["text"] = terminal_text(stream_text(out))
         return out
     data = out.get("data", {})
     if WIDGET_VIEW not in data:
@@ -248,6 +226,7 @@ def prepare_notebook(nb: nbformat.NotebookNode, badge: str, note: str = "",
             cell.source = strip_markers(cell.source)
             if "solution" in tags:  # folded, so a reader can try the exercise before seeing it
                 tags.add("hide-input")
+                cell.source = _SOLUTION_MARKS.sub("", cell.source)   # nbgrader's marks are for the course
                 cell.metadata["mystnb"] = {"code_prompt_show": "Show the solution",
                                            "code_prompt_hide": "Hide the solution"}
             cell.outputs = [relative_paths(o, paths or {}) for o in
@@ -362,6 +341,7 @@ def conf_py(repo_url: str, ref: str) -> str:
         f"html_theme_options = {options!r}",
         'html_static_path = ["_static"]',
         'html_css_files = ["revbook.css"]',
+        'html_js_files = ["revbook.js"]',
         "html_show_sphinx = False",
         # MathJax from the site itself; the full TeX build needs no extension fetched at view time
         'mathjax_path = "mathjax/tex-chtml-full.js"',
@@ -459,7 +439,8 @@ def write_source(nbs: list[tuple[str, nbformat.NotebookNode]], params: dict[str,
     (source / "notebooks").mkdir(parents=True)
     static = source / "_static"
     static.mkdir()
-    shutil.copy2(ASSETS / "revbook.css", static / "revbook.css")
+    for asset in ("revbook.css", "revbook.js"):
+        shutil.copy2(ASSETS / asset, static / asset)
     shutil.copy2(ASSETS / "colab-badge.svg", source / "colab-badge.svg")
     es5 = mathjax_folder()
     (static / "mathjax").mkdir()
@@ -472,7 +453,7 @@ def write_source(nbs: list[tuple[str, nbformat.NotebookNode]], params: dict[str,
     pages = [Page("index.html", "landing", "revbook", 0, False)]
     for name, nb in nbs:
         note = f'<p class="rev-edition">Executed with the <code>{html.escape(profile)}</code> profile by ' \
-               f'<code>python -m rev workbook</code>; the parameters and set-up cells are not shown.</p>'
+               f'<code>python -m rev workbook</code>; this page hides the parameters and set-up cells (the notebook offered for download keeps them).</p>'
         page = prepare_notebook(nb, "../colab-badge.svg", note, paths)
         nbformat.write(page, source / "notebooks" / f"{name}.ipynb")
         pages.append(Page(f"notebooks/{name}.html", "chapter", notebook_title(page, name), figure_count(page),

@@ -39,3 +39,14 @@ def test_redraws_saved_as_one_output_each_become_one_line(tmp_path):
     clean_streams(path)
     outs = nbformat.read(str(path), as_version=4).cells[0].outputs
     assert [(o["name"], o["text"]) for o in outs] == [("stderr", "run: 100%| 80/80\n"), ("stdout", "reusing run 1\n")]
+
+
+def test_the_site_folds_a_solution_without_its_course_marks():
+    from rev.book.site import prepare_notebook
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n")
+    cell.metadata["tags"] = ["solution"]
+    nb.cells.append(cell)
+    shown = prepare_notebook(nb, "badge.svg").cells[0]
+    assert shown.source == "def f():\n    return 1\n" and "hide-input" in shown.metadata["tags"]

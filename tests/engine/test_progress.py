@@ -4,7 +4,8 @@ import io
 
 from tqdm.std import tqdm as text_tqdm
 
-from rev.book.site import merged_streams, overwritten, static_output
+from rev.book.outputs import merged_streams, terminal_text
+from rev.book.site import static_output
 from rev.engine import progress
 
 
@@ -21,7 +22,7 @@ def test_text_bars_under_the_workbook_variable(monkeypatch):
 
 
 def test_pages_show_the_last_state_of_a_redrawn_line():
-    assert overwritten("a 0%\ra 50%\ra 100%\ndone\n") == "a 100%\ndone\n"
+    assert terminal_text("a 0%\ra 50%\ra 100%\ndone\n") == "a 100%\ndone\n"
     out = {"output_type": "stream", "name": "stderr", "text": "bar 0%\rbar 100%\n"}
     assert static_output(out, {})["text"] == "bar 100%\n" and out["text"] == "bar 0%\rbar 100%\n"
 
