@@ -25,7 +25,7 @@ from ...engine.cli import folder_arg
 from ...engine.files import swap_in, write_text
 from ...engine.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
-from ..shared.tables import counted, format_number, header, tidy
+from ..shared.tables import MISSING, counted, format_number, header, tidy
 from ..screening.rule import LOSS_TIE
 from .companions import companion_findings
 from .qualifiers import recon_sentence, stream_confounds
@@ -48,14 +48,35 @@ def _ratio(v: Any) -> str:
     return "—" if number(v) is None else f"{format_number(float(v))}x"
 
 
+_LOSS_KEYS = ("val_loss", "val_loss_max_batch")   # cross-entropies: compared as a difference, never a ratio
+
+
 def format_headline(h: pd.DataFrame) -> pd.DataFrame:
-    """The headline table as text, each row in its own units (`tables.format_number`), ready to print or paste."""
+    """The headline table as text, each row in its own units (`tables.format_number`), ready to print or paste: a
+    ratio where one means something, a difference in nats for a loss (a cross-entropy's ratio means nothing, and
+    across corpora even less)."""
+    published = published_reference().set_index("key")
+
+    def compared(row: pd.Series) -> str:
+        if row["key"] not in _LOSS_KEYS:
+            return _ratio(row["ratio"])
+        b, r = number(row["baseline"]), number(row["reversible"])
+        return MISSING if b is None or r is None else f"{r - b:+.3f} nats"
+
+    def reference(row: pd.Series) -> str:
+        if row["key"] not in _LOSS_KEYS:
+            return _ratio(row["published_ratio"])
+        if row["key"] not in published.index:
+            return MISSING
+        ref = published.loc[row["key"]]
+        return f"{ref['reversible'] - ref['baseline']:+.3f} nats (another corpus)"
+
     return pd.DataFrame({
         "quantity": h["quantity"],
         "baseline": [format_number(v) for v in h["baseline"]],
         "reversible": [format_number(v) for v in h["reversible"]],
-        "reversible / baseline": [_ratio(v) for v in h["ratio"]],
-        f"ratio, {PUBLISHED_SOURCE}": [_ratio(v) for v in h["published_ratio"]],
+        "reversible vs baseline": [compared(r) for _, r in h.iterrows()],
+        PUBLISHED_SOURCE: [reference(r) for _, r in h.iterrows()],
     })
 
 
@@ -66,8 +87,13 @@ _RUN_COLUMNS = {"run": "run", "trunk": "trunk", "h": "h", "stream": "stream", "n
 
 
 def runs_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The per-run table shown in the report (`tables.tidy`: whole numbers as integers, 4 significant figures)."""
+    """The per-run table shown in the report (`tables.tidy`: whole numbers as integers, 4 significant figures);
+    the status and device columns only where they differ between the runs (the report's first line names the
+    device, and "complete" on every row says nothing)."""
     out = pd.DataFrame({name: (df[c].tolist() if c in df else [None] * len(df)) for c, name in _RUN_COLUMNS.items()})
+    for c in ("status", "device"):
+        if len(out) and out[c].astype(str).nunique() <= 1:
+            out = out.drop(columns=c)
     if "chosen" in df and df["chosen"].any():
         out["run"] = [f"{r} (chosen)" if ch else r for r, ch in zip(out["run"], df["chosen"])]
     return tidy(out)
@@ -98,9 +124,9 @@ def compare_with_published(df: pd.DataFrame, maxbatch: dict | None = None) -> pd
     for key in ref.index:
         rows.append({"quantity": h.loc[key, "quantity"], "measured baseline": fh.loc[key, "baseline"],
                      "measured reversible": fh.loc[key, "reversible"],
-                     "measured ratio": fh.loc[key, "reversible / baseline"],
+                     "measured ratio": fh.loc[key, "reversible vs baseline"],
                      "published baseline": ref.loc[key, "baseline"], "published reversible": ref.loc[key, "reversible"],
-                     "published ratio": ref.loc[key, "reversible / baseline"],
+                     "published ratio": ref.loc[key, "reversible vs baseline"],
                      "published quantity": ref.loc[key, "quantity"], "source": PUBLISHED_SOURCE})
     return pd.DataFrame(rows)
 
@@ -120,7 +146,9 @@ def _published_text() -> pd.DataFrame:
     return pd.DataFrame({"quantity": ref["quantity"] + " (" + ref["unit"] + ")",
                          "baseline": [format_number(v) for v in ref["baseline"]],
                          "reversible": [format_number(v) for v in ref["reversible"]],
-                         "reversible / baseline": [_ratio(v) for v in ref["ratio"]],
+                         "reversible vs baseline": [f"{r - b:+.3f} nats" if k in _LOSS_KEYS else _ratio(v)
+                                                    for k, b, r, v in zip(ref["key"], ref["baseline"],
+                                                                          ref["reversible"], ref["ratio"])],
                          "source": ref["source"]})
 
 
@@ -305,25 +333,29 @@ def _finding_screening_held(df: pd.DataFrame) -> str | None:
             f"the choice {verdict}.")
 
 
-def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
-    """Sentences stating what the runs measured; runs that are missing are named instead of guessed."""
+def findings(df: pd.DataFrame, maxbatch: dict | None = None, beside_headline: bool = False) -> list[str]:
+    """Sentences stating what the runs measured; runs that are missing are named instead of guessed. With
+    `beside_headline` (REPORT.md), the sentences its headline and its one table already say are left out: memory,
+    speed and loss at the same batch, the max batch and what it bought, and the published ratios."""
     mb = maxbatch_of(df, maxbatch)
     if not len(df):
         return [f"No runs found for profile {df.attrs.get('profile', '?')!r} under "
                 f"{df.attrs.get('results_dir', '?')}: run the training notebooks (or `python -m rev workbook`) first."]
     base, rev = main_run(df, BASE), main_run(df, REV)
     base_max, rev_max, deep = main_run(df, BASE_MAX), main_run(df, REV_MAX), main_run(df, REV_DEEP)
+    said = beside_headline   # the headline says these: REPORT.md says each thing once
     out: list[str | None] = [_finding_screening(df)]
-    if base is not None and rev is not None:
+    if base is not None and rev is not None and not said:
         out += [_finding_memory(base, rev), speed_sentence(base, rev), _finding_val(base, rev, "At the same batch")]
     mbs = max_batches_found(mb, main_reversible_trunk(df, mb))
-    if mbs:
+    if mbs and not said:
         out.append(_finding_maxbatch(mbs, main_reversible_trunk(df, mb) or "reversible"))
     if base_max is not None and rev_max is not None:
-        out.append(_finding_val(base_max, rev_max,
-                                f"Each at its own max batch ({int(base_max['batch_size'])} vs "
-                                f"{int(rev_max['batch_size'])})"))
-        out.append(max_batch_speed_sentence(base_max, rev_max))
+        if not said:
+            out.append(_finding_val(base_max, rev_max,
+                                    f"Each at its own max batch ({int(base_max['batch_size'])} vs "
+                                    f"{int(rev_max['batch_size'])})"))
+            out.append(max_batch_speed_sentence(base_max, rev_max))
         out.append(_finding_stall(rev_max, base_max))
     out += [_finding_max_batch_views(df), _finding_streams(df), loss_head_finding(df.attrs.get("loss_heads"))]
     if base is not None and deep is not None:
@@ -331,7 +363,8 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
     out.append(_finding_screening_held(df))
     out.append(_finding_recon(df))
     out.append(_finding_unigram(df))
-    out.append(_finding_published(df, mb))
+    if not said:
+        out.append(_finding_published(df, mb))
     devices = sorted(set(main_runs(df)["device"].dropna().astype(str)))
     if len(devices) > 1:
         out.append(f"Caution: the main runs come from {len(devices)} devices ({'; '.join(devices)}); memory and "
@@ -508,7 +541,7 @@ def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd
              "## Headline", "", *_bullets(headline_lines(df, mb)),
              "## The evidence", "", "### The comparisons in one table", "",
              markdown_table(format_headline(headline(df, mb))), "",
-             "### Findings", "", *_bullets([s for s in findings(df, mb) if s not in under_tables]),
+             "### Findings", "", *_bullets([s for s in findings(df, mb, beside_headline=True) if s not in under_tables]),
              "### Runs", "", markdown_table(runs_table(main_runs(df))) if len(main_runs(df)) else "No main runs.", ""]
     scr = df[df["screening"]]
     if len(scr):

@@ -99,7 +99,10 @@ def test_headline_has_the_expected_rows_and_measured_ratios(runs, results):
     assert h.loc["max_batch", "published_ratio"] == pytest.approx(432 / 152)
     assert h.loc["val_loss_max_batch"].isna()[["baseline", "reversible"]].all()   # those runs are missing
     text = report.format_headline(headline(runs))
-    assert text.iloc[2]["baseline"] == "24" and text.iloc[2]["reversible / baseline"] == "1.667x"
+    assert text.iloc[2]["baseline"] == "24" and text.iloc[2]["reversible vs baseline"] == "1.667x"
+    loss = text.iloc[0]   # a cross-entropy is compared as a difference, never a ratio
+    assert loss["reversible vs baseline"] == f"{rev['final_val_loss'] - base['final_val_loss']:+.3f} nats"
+    assert loss[report.PUBLISHED_SOURCE].endswith("nats (another corpus)") and "x" not in loss["reversible vs baseline"]
 
 
 def test_findings_state_the_measured_ratios_and_what_is_missing(runs, results):
