@@ -2,9 +2,9 @@
 
 Run 3 trains at many times the profile's batch. Its recipe has two parts, each argued in `rev.engine.optim`: the
 peak rate follows the batch by its square root, and the warm-up lasts at least `WARMUP_FLOOR_STEPS` optimizer
-steps however few steps the warm-up tokens make at that batch. The sweep checks both at once, on short runs at
-run 3's own batch: peak rate (the profile's, or the square-root rule's) x warm-up (counted in tokens alone, or
-with the floor), each cell trained for `sweep_steps(profile)` steps and read by its validation loss at the end.
+steps however few steps the warm-up tokens make at that batch. The sweep checks each part by taking it back, one
+at a time, on short runs at run 3's own batch: the recipe, the recipe at the profile's rate, and the recipe with a
+warm-up counted in tokens alone, each cell trained for `sweep_steps(profile)` steps and read by its validation loss at the end.
 A cell whose loss sat on the context-free line (`rev.chapters.shared.run_log`'s stall rule) is marked stalled,
 one whose loss went NaN or ended above the uniform guess ln V diverged. Runs live in ``results/<profile>/recipe_sweep/`` and are reused when finished.
 """
@@ -51,8 +51,11 @@ class Cell:
                 + ("floor warm-up" if self.floor else "token-counted warm-up"))
 
 
-CELLS = tuple(Cell(rule, floor) for rule in ("none", "sqrt") for floor in (False, True))
 RECIPE = Cell("sqrt", True)   # what every run uses: the square-root rate, the floor
+# one factor at a time: the recipe, and the recipe with each of its two parts taken back. The fourth corner of the
+# 2 x 2 (the profile's rate with a token-counted warm-up) would measure only how the two parts interact, for the
+# price of one more run at the max batch.
+CELLS = (RECIPE, Cell("none", True), Cell("sqrt", False))
 
 
 def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | Path = "results",
@@ -89,8 +92,8 @@ def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | P
 
 
 def plot_sweep(sweep: pd.DataFrame):
-    """The 2 x 2 grid: validation loss after the sweep's steps per cell, the recipe's cell outlined, stalled and
-    diverged cells labelled as such."""
+    """The rate x warm-up grid: validation loss after the sweep's steps per cell, the recipe's cell outlined, stalled
+    and diverged cells labelled as such, a corner the sweep did not run labelled so."""
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     rates, warmups = ["none", "sqrt"], ["tokens", "floor"]
     grid = np.full((2, 2), np.nan)
@@ -104,6 +107,9 @@ def plot_sweep(sweep: pd.DataFrame):
         ax.text(j, i, text + f"\n(lr {r['peak lr']:.4f}, {r['warm-up steps']} warm-up)", ha="center", va="center",
                 fontsize=8, color="white" if r["state"] != "learnt" else "black",
                 bbox=dict(facecolor="none", edgecolor="red", linewidth=2.5) if r["recipe"] else None)
+    for i, j in zip(*np.nonzero(np.isnan(grid))):
+        if not any((rates.index(r["rate"]), warmups.index(r["warm-up"])) == (i, j) for _, r in sweep.iterrows()):
+            ax.text(j, i, "not run\n(one factor\nat a time)", ha="center", va="center", fontsize=8, color="0.4")
     ax.set_xticks([0, 1], ["warm-up: tokens only", f"warm-up: >= {WARMUP_FLOOR_STEPS} steps"])
     ax.set_yticks([0, 1], ["profile's rate", "square-root rule"])
     ax.set_title("validation loss after the sweep's steps (red: the recipe)", fontsize=10)
@@ -133,6 +139,6 @@ def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) 
         else:
             lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, {gap:.3f} above the lowest "
                          f"({best}): here the rule is not the best of these; the runs below keep it, the one recipe "
-                         f"every profile uses, and the lowest of four short runs is flattered by being picked.")
+                         f"every profile uses, and the lowest of {len(sweep)} short runs is flattered by being picked.")
     lines.append("Cells that did not learn: " + ", ".join(bad) + "." if bad else "Every cell learnt.")
     return " ".join(lines)

@@ -58,18 +58,20 @@ def _sweep(losses: dict, states: dict | None = None) -> pd.DataFrame:
 
 
 def test_the_sweep_reading_follows_its_numbers():
-    names = [c.name for c in CELLS]
-    best = _sweep(dict(zip(names, [5.0, 4.9, 5.8, 4.5])), {names[2]: "stalled"})
+    names = [c.name for c in CELLS]   # the recipe, the profile's rate, a token-counted warm-up
+    assert names[0] == RECIPE.name and len(CELLS) == 3 and {c.lr_rule for c in CELLS} == {"none", "sqrt"}
+    best = _sweep(dict(zip(names, [4.5, 4.9, 5.8])), {names[2]: "stalled"})
     text = sweep_finding(best, steps=30, seed=3)
     assert "recipe's cell ends lowest, at 4.500" in text and f"{names[2]} (stalled)" in text
     assert "one seed (3) and 30 steps" in text
-    worse = _sweep(dict(zip(names, [4.4, 4.9, 5.8, 4.5])))
-    assert "0.100 above the lowest (lr-none_warmup-tokens" in sweep_finding(worse)
-    tie = _sweep(dict(zip(names, [4.49, 4.9, 5.8, 4.5])))
-    assert "a tie with the lowest (lr-none_warmup-tokens, 0.010 below it)" in sweep_finding(tie)
-    broke = _sweep(dict(zip(names, [4.4, 4.9, 5.8, float("nan")])), {RECIPE.name: "diverged"})
+    worse = _sweep(dict(zip(names, [4.5, 4.4, 5.8])))
+    assert "0.100 above the lowest (lr-none_warmup-floor" in sweep_finding(worse) and "lowest of 3" in sweep_finding(worse)
+    tie = _sweep(dict(zip(names, [4.5, 4.49, 5.8])))
+    assert "a tie with the lowest (lr-none_warmup-floor, 0.010 below it)" in sweep_finding(tie)
+    broke = _sweep(dict(zip(names, [float("nan"), 4.9, 5.8])), {RECIPE.name: "diverged"})
     assert "recipe's own cell diverged" in sweep_finding(broke)
-    assert len(plot_sweep(best).axes[0].texts) == 4
+    texts = [t.get_text() for t in plot_sweep(best).axes[0].texts]
+    assert len(texts) == 4 and any(t.startswith("not run") for t in texts)
 
 
 def test_the_miss_is_explained_by_how_much_the_noise_scale_grew():
