@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...engine.files import read_json
 from ...engine.stats import median_difference_interval
-from ..shared.results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
+from ..shared.results import (PUBLISHED_SOURCE, published_reference, row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
 from ..screening.rule import LOSS_TIE
 from ..shared.run_log import first_evaluation_from, step_speeds, val_loss_after_steps, val_loss_at
@@ -323,13 +323,20 @@ def limits(df: pd.DataFrame, timing: bool = True) -> list[str]:
     devices = sorted(set(runs["device"].dropna().astype(str)))
     out = []
     if not any("cuda" in d.lower() for d in devices):
-        out.append(f"No GPU: every main run ran on {', '.join(devices) or 'an unrecorded device'}. Throughput on a "
-                   f"CPU says little about a GPU's time per token: how much of a step the recomputation costs, and "
-                   f"whether a larger batch buys time per token, depend on how busy the GPU keeps its cores (there a "
-                   f"reversible step runs its batch in the fewest slices its memory allows, not in the CPU's "
-                   f"1,024-row slices; `python -m rev gpucheck` times both). Run the "
-                   f"workbook on a GPU (colab/README.md) and merge it (`python -m rev report --merge`) to measure "
-                   f"them. Peak memory here counts live tensor bytes, not a CUDA allocator's reserved blocks.")
+        ref = published_reference().set_index("key")
+        out.append(f"No GPU: every main run ran on {', '.join(devices) or 'an unrecorded device'}, so these "
+                   f"expectations are not measured here (run the workbook on a GPU, colab/README.md, and merge it with "
+                   f"`python -m rev report --merge`):")
+        out += [f"*not measured:* the reference's GPU throughput, {ref.loc['tokens_per_s', 'ratio']:.2f}x the "
+                f"baseline's tokens/s at the same batch, with {ref.loc['max_batch', 'ratio']:.1f}x its max batch "
+                f"({PUBLISHED_SOURCE}); on a CPU a step's time grows with its batch, on a GPU much less until its "
+                f"cores are busy.",
+                "*not measured:* how a reversible step's batch slicing runs on a GPU: there it runs the fewest slices "
+                "its memory allows, not the CPU's 1,024-row slices (`python -m rev gpucheck` times both).",
+                "*not measured:* a CUDA allocator's reserved memory: peak memory here counts live tensor bytes; on a "
+                "GPU the allocator reserves blocks above that, so a max batch found here is an upper bound there.",
+                "*not measured:* bf16 autocast: on a GPU it halves the stored trunk's activations but not an fp32 (or "
+                "fp64) stream's state, so the gap between the two trunks' peaks narrows there."]
     if timing:
         out.append(throughput_caveat(df))
     seeds = _seeds(df)

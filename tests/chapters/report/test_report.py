@@ -287,3 +287,13 @@ def test_reconstruction_summary_and_exercise_checks(runs):
         rx.check_stored_bytes_per_layer(lambda b, r, n: n * stored_bytes_per_layer(b, r, n))
     removed, added = rx.changed_findings(runs, lambda df: rx.with_reconstruction_error(df, 1.0))
     assert len(removed) == len(added) == 1 and "ABOVE" in added[0]
+
+
+def test_what_a_cpu_could_not_measure_is_named_one_expectation_at_a_time(runs):
+    from rev.chapters.report.headline import limits
+
+    lines = limits(runs)
+    unmeasured = [s for s in lines if s.startswith("*not measured:*")]
+    assert lines[0].startswith("No GPU:") and len(unmeasured) == 4
+    assert "0.65x the baseline's tokens/s" in unmeasured[0] and "2.8x its max batch" in unmeasured[0]
+    assert any("reserved" in s for s in unmeasured) and any("bf16" in s for s in unmeasured)
