@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -176,11 +177,34 @@ def verdict(table: pd.DataFrame) -> dict:
     return out
 
 
+# the verdict's rows in words (c: the controller's arm, f: the fixed arm; p: the exact sign-flip p-value)
+VERDICT_ROWS = {"seeds": "paired seeds", "wins": "gradient error: controller wins", "losses": "gradient error: losses",
+                "p": "gradient error: p", "acc_c": "accuracy, controller", "acc_f": "accuracy, fixed",
+                "acc_p": "accuracy: p", "var_c": "loss variance, controller", "var_f": "loss variance, fixed",
+                "var_p": "loss variance: p", "loss_c": "final loss, controller", "loss_f": "final loss, fixed",
+                "loss_p": "final loss: p", "rank_c": "mean rank, controller", "rank_f": "mean rank, fixed",
+                "kept_c": "kept states, controller", "kept_f": "kept states, fixed",
+                "peak_ratio": "peak memory, controller / fixed", "cos_c": "gradient cosine, controller",
+                "cos_f": "gradient cosine, fixed", "reloads": "reloads"}
+VERDICT_FILE = "lowrank/verdict.json"
+
+
 def verdict_table(tables: dict) -> pd.DataFrame:
-    """The verdicts side by side, one column per comparison (e.g. per initial spacing C), the headline rows first."""
-    cols = ["seeds", "wins", "losses", "p", "acc_c", "acc_f", "acc_p", "var_c", "var_f", "var_p", "loss_c",
-            "loss_f", "loss_p", "rank_c", "rank_f", "kept_c", "kept_f", "peak_ratio", "cos_c", "cos_f", "reloads"]
-    return pd.DataFrame({name: verdict(t) for name, t in tables.items()}).loc[cols]
+    """The verdicts side by side, one column per comparison (e.g. per initial spacing C), the headline rows first,
+    each row named in words (`VERDICT_ROWS`)."""
+    return pd.DataFrame({name: verdict(t) for name, t in tables.items()}).loc[list(VERDICT_ROWS)].rename(
+        index=VERDICT_ROWS)
+
+
+def save_verdict(profile_dir: str | Path, v: dict) -> Path:
+    """Write the headline verdict where REPORT.md's companion section reads it (``results/<profile>/`` +
+    `VERDICT_FILE`)."""
+    from ...engine.files import write_json
+
+    path = Path(profile_dir) / VERDICT_FILE
+    write_json(path, {k: (float(x) if isinstance(x, (np.floating, float)) else int(x) if isinstance(x, (np.integer, int))
+                          else x) for k, x in v.items()})
+    return path
 
 
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:

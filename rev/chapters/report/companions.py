@@ -2,7 +2,7 @@
 
 The chapters live in `rev.chapters` (and 07b in `rev.chapters.landscape.measure`); this module does not import them. It reads
 the files they leave behind -- ``landscape/measured.json`` (07b), ``thermo_summary.json`` (08), ``adaptive/
-training.csv`` (09), ``10_finetune_trace/trace.revtrace`` (10) -- and says "not run" for a chapter with neither a
+training.csv`` (09), ``lowrank/verdict.json`` (09b), ``10_finetune_trace/trace.revtrace`` (10) -- and says "not run" for a chapter with neither a
 results file nor a workbook record (``workbook/<notebook>.json``, written when `python -m rev workbook` ran it).
 """
 from __future__ import annotations
@@ -37,16 +37,33 @@ def _landscape(folder: Path) -> str | None:
     stored = float(at.loc["stored", "activation_bytes"])
     others = at.drop(index="stored")["activation_bytes"].astype(float) / stored
     least = others.idxmin()
-    timed = int(df["tokens_per_s"].notna().sum()) if "tokens_per_s" in df else 0
-    speed = (f" Its {timed} tokens/s measurements are single timings with no spread recorded, so this report does not "
-             f"rank the variants by speed." if timed else "")
+    timed = df["step_times"].dropna() if "step_times" in df else pd.Series(dtype=object)
+    n = sorted({len(t) for t in timed if isinstance(t, list)})
+    if not n and "tokens_per_s" in df and df["tokens_per_s"].notna().any():
+        n = [1]   # a speed without its step times: one timing
+    each = f"{n[0]}" if len(n) == 1 else f"{n[0]} to {n[-1]}" if n else "0"
+    speed = (f" Its speeds rest on {each} timed step{'s' if n and n[-1] > 1 else ''} per variant: too few for an "
+             f"interval, so this report does not rank the variants by speed." if n else "")
     return (f"At {int(at['depth'].iloc[0])} layers and batch {int(at['batch'].iloc[0])}, activation memory against "
             f"the stored trunk: " + ", ".join(f"{v} {r:.2f}x" for v, r in others.items())
             + f"; the least: {least}." + speed)
 
 
+# the shock's measures in words: which is the paper's, which this chapter's
+_MEASURES = {"update": "update magnitude (the paper's measure)", "direction": "update direction",
+             "grad_norm": "gradient norm", "variance": "detrended |dθ|/η² variance (this chapter's)"}
+
+
 def _verdict_list(verdicts: list[dict]) -> str:
-    return ", ".join(f"{v.get('kind')} {v.get('measure')} {v.get('verdict')}" for v in verdicts)
+    """The shock's verdicts over seeds, one clause per model: which measures read ordinary, anomalous, undecided."""
+    clauses = []
+    for kind in dict.fromkeys(v.get("kind") for v in verdicts):
+        by = {}
+        for v in (v for v in verdicts if v.get("kind") == kind):
+            by.setdefault(v.get("verdict") or UNDECIDED, []).append(_MEASURES.get(v.get("measure"), v.get("measure")))
+        clauses.append(f"the {kind} model " + ", ".join(f"{verdict} on {' and '.join(ms)}"
+                                                      for verdict, ms in by.items()))
+    return "; ".join(clauses)
 
 
 def _thermo(folder: Path) -> str | None:
@@ -66,8 +83,9 @@ def _thermo(folder: Path) -> str | None:
     seeds = (s.get("over_seeds") or {}).get("verdicts") or []
     if seeds:
         agreed = [v for v in seeds if v.get("verdict") not in (None, UNDECIDED)]
-        parts.append(f"over seeds ({(s.get('over_seeds') or {}).get('source', '?')}) {len(agreed)} of {len(seeds)} "
-                     f"verdicts agree across every seed: {_verdict_list(seeds)}")
+        n = max((len(str(v.get("seeds", "")).split()) for v in seeds), default=0)
+        parts.append(f"after a x5 learning-rate shock, over {n} seeds ({(s.get('over_seeds') or {}).get('source', '?')}"
+                     f"; {len(agreed)} of {len(seeds)} verdicts unanimous): {_verdict_list(seeds)}")
     text = "; ".join(parts) + "."
     return text[0].upper() + text[1:] if parts else None
 
@@ -93,6 +111,16 @@ def _adaptive(folder: Path) -> str | None:
         v = t["val_loss"].dropna()
         out += f" Validation losses span {v.min():.3f} to {v.max():.3f}."
     return out
+
+
+def _lowrank(folder: Path) -> str | None:
+    """09b: the controller against fixed rank and spacing, paired over seeds (`lowrank.save_verdict`'s file)."""
+    v = read_json(folder / "lowrank" / "verdict.json")
+    ties = v["seeds"] - v["wins"] - v["losses"]
+    return (f"Over {v['seeds']} paired seeds the rank controller's gradient is closer to the dense one on {v['wins']}, "
+            f"farther on {v['losses']}, tied on {ties} (exact sign-flip p = {v['p']:.3f}), at mean rank "
+            f"{v['rank_c']:.1f} against the fixed arm's {v['rank_f']:.1f} and {v['peak_ratio']:.2f}x its measured peak; "
+            f"held-out accuracy {v['acc_c']:.3f} against {v['acc_f']:.3f} (p = {v['acc_p']:.3f}).")
 
 
 def _trace_steps(path: Path) -> int | None:
@@ -125,7 +153,7 @@ CHAPTERS: list[tuple[str, str, str, tuple[str, ...], Callable[[Path], str | None
      _landscape),
     ("08", "08_training_irreversibility", "training irreversibility", ("thermo_summary.json",), _thermo),
     ("09", "09_adaptive_checkpointing", "adaptive checkpointing", ("adaptive/training.csv",), _adaptive),
-    ("09b", "09b_adaptive_rank", "adaptive rank", (), None),
+    ("09b", "09b_adaptive_rank", "adaptive rank", ("lowrank/verdict.json",), _lowrank),
     ("10", "10_finetune_trace_rollback", "an exact fine-tuning trace, walked back",
      ("10_finetune_trace/trace.revtrace",), _trace),
 ]

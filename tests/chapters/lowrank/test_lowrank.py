@@ -145,7 +145,7 @@ def test_compare_pairs_both_arms_with_one_fixed_rank_and_measured_peaks():
     assert table.accuracy.between(0, 1).all() and (table.loss_var >= 0).all() and table.grad_cos.notna().all()
     assert all(len(log) == _SMALL.train_steps for log in table.attrs["logs"].values())
     v = L.verdict_table({"C = 2": table})
-    assert list(v.columns) == ["C = 2"] and v.loc["seeds", "C = 2"] == _SMALL.seeds
+    assert list(v.columns) == ["C = 2"] and v.loc["paired seeds", "C = 2"] == _SMALL.seeds
 
 
 def test_ranks_stay_under_max_rank_of_a_wider_state():

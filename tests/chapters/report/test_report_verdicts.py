@@ -224,6 +224,22 @@ def test_companion_chapters_say_not_run_ran_or_what_their_files_hold(tmp_path):
     assert "ckpt_block 0.40x, reveuler_rev 0.20x; the least: reveuler_rev" in lines["07b"]
     assert "does not rank the variants by speed" in lines["07b"]
     assert "ran (workbook record)" in lines["09b"] and lines["08"].endswith("not run.")
+    assert "rest on 1 timed step per variant" in lines["07b"]
+    (prof / "landscape" / "measured.json").write_text(json.dumps(
+        [{"variant": v, "depth": 4, "batch": 8, "activation_bytes": b, "step_times": [0.1, 0.2, 0.1]}
+         for v, b in (("stored", 1000), ("reveuler_rev", 200))]))
+    (prof / "lowrank").mkdir()
+    (prof / "lowrank" / "verdict.json").write_text(json.dumps(
+        {"seeds": 8, "wins": 5, "losses": 2, "p": 0.17, "rank_c": 3.2, "rank_f": 4.0, "peak_ratio": 0.87,
+         "acc_c": 0.91, "acc_f": 0.92, "acc_p": 0.5}))
+    (prof / "thermo_summary.json").write_text(json.dumps({"over_seeds": {"source": "run here", "verdicts": [
+        {"kind": "transformer", "measure": "update", "seeds": "0:o 1:o 2:o", "verdict": "ordinary"},
+        {"kind": "transformer", "measure": "direction", "seeds": "0:a 1:a 2:o", "verdict": "not decided"}]}}))
+    lines = {line.split("**")[1].split(" ·")[0]: line for line in companion_findings(prof)}
+    assert "rest on 3 timed steps per variant" in lines["07b"]
+    assert "closer to the dense one on 5, farther on 2, tied on 1 (exact sign-flip p = 0.170)" in lines["09b"]
+    assert ("over 3 seeds (run here; 1 of 2 verdicts unanimous): the transformer model ordinary on update magnitude "
+            "(the paper's measure), not decided on update direction") in lines["08"]
 
 
 def test_the_runner_up_differs_from_the_pick_in_trunk_or_h():
