@@ -30,7 +30,7 @@ from .takeaways import (against_prediction, batch_lesson, depth_finding, loss_ve
                         speed_table, speed_verdict, spike_finding, stalled_start)
 from .exercises import (COMPARE_CASES, LINE_CASES, SEARCH_CASES, check_bisection, check_compare_speeds,
                         check_max_batch_from_line, check_speed_ratio, check_unigram_loss, memory_split,
-                        predicted_speed_ratio, trunk_flop_share)
+                        predicted_speed_ratio, predictions_against, trunk_flop_share)
 
 __all__ = ["GRAD_AGREE", "arms_finding", "paired_twin", "three_arms", "FASTER", "SLOWER", "TOO_NOISY", "baseline_takeaways", "compare_speeds", "curve_reading", "halves_text",
            "known_words", "plot_step_speeds", "speed_halves", "speed_text", "spread_share", "timed_steps",
@@ -46,4 +46,4 @@ __all__ = ["GRAD_AGREE", "arms_finding", "paired_twin", "three_arms", "FASTER", 
            "SameBatchSpeed", "speed_finding",
            "speed_table", "speed_verdict", "spike_finding", "stalled_start", "COMPARE_CASES", "LINE_CASES",
            "SEARCH_CASES", "check_bisection", "check_compare_speeds", "check_max_batch_from_line", "check_speed_ratio",
-           "check_unigram_loss", "memory_split", "predicted_speed_ratio", "trunk_flop_share"]
+           "check_unigram_loss", "memory_split", "predicted_speed_ratio", "predictions_against", "trunk_flop_share"]

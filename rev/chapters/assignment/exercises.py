@@ -114,6 +114,20 @@ def check_speed_ratio(speed_ratio: Callable[[float], float]) -> str:
     return "a stored step costs 3 forward passes, a reversible one 3 + the trunk's share: ratio 3 / (3 + share)."
 
 
+def predictions_against(guesses: dict[str, float | None], measured: dict[str, float]) -> str:
+    """Exercise 05.2's reading: each recorded prediction beside what was measured (by how much it missed, in
+    percent of the measurement), or a note that it was not recorded before the run (so nothing can be compared)."""
+    lines = []
+    for name, value in measured.items():
+        guess = guesses.get(name)
+        if guess is None:
+            lines.append(f"{name}: measured {value:.2f}; no prediction recorded before the run, so none to check.")
+        else:
+            lines.append(f"{name}: you predicted {guess:.2f}, measured {value:.2f} "
+                         f"({(guess - value) / value:+.0%} of the measurement).")
+    return "\n".join(f"- {line}" for line in lines)
+
+
 def memory_split(summary: dict) -> dict[str, float]:
     """A run's step peak split into the static part (parameters, gradients, Adam state) and the rest
     (activations, temporaries, logits), in MiB."""

@@ -46,3 +46,11 @@ def test_the_stored_twin_on_trained_weights_matches_the_reversible_trunk(tmp_pat
     assert twin["val_loss_stored"] == pytest.approx(twin["val_loss_reversible"], abs=1e-5)
     assert twin["val_loss_reversible"] == pytest.approx(run["final_val_loss"], abs=1e-5)   # the run's own evaluation
     assert twin["grad_cosine"] > 0.999999
+
+
+def test_a_prediction_is_read_back_only_when_it_was_recorded():
+    from rev.chapters.assignment import predictions_against
+
+    text = predictions_against({"speed ratio": 0.8, "peak ratio": None}, {"speed ratio": 0.74, "peak ratio": 0.3})
+    assert "you predicted 0.80, measured 0.74 (+8% of the measurement)" in text
+    assert "peak ratio: measured 0.30; no prediction recorded" in text
