@@ -13,6 +13,25 @@ def _bullets(lines: list[str]) -> str:
     return "\n".join(f"- {line}" for line in lines if line)
 
 
+def coefficient(row: dict) -> float:
+    """The coefficient on a block's output in one update: 2h for leapfrog (midpoint), h otherwise."""
+    return (2 if row["trunk"].startswith("midpoint") else 1) * row["h"]
+
+
+def like_for_like(rows: list[dict]) -> str | None:
+    """The two reversible integrators at an equal coefficient on f (leapfrog at h, Euler at 2h), fp32 streams:
+    the comparison of integrators that an equal h is not."""
+    fp32 = [r for r in rows if r["stream"] == "fp32" and r["trunk"] != "residual"]
+    pairs = [(a, b) for a in fp32 for b in fp32 if a["trunk"].startswith("midpoint") and
+             b["trunk"].startswith("reveuler") and abs(coefficient(a) - coefficient(b)) < 1e-12]
+    if not pairs:
+        return None
+    return "Like for like (an equal coefficient on f per update): " + "; ".join(
+        f"`{a['name']}` {a['val_loss']:.3f} against `{b['name']}` {b['val_loss']:.3f} "
+        f"({a['val_loss'] - b['val_loss']:+.3f} nats, coefficient {coefficient(a):g})" for a, b in pairs) + \
+        f"; within {LOSS_TIE} nats is a tie one seed cannot order."
+
+
 def screening_takeaways(result: dict) -> str:
     rows, chosen = result["runs"], result["chosen"]
     base = next(r for r in rows if r["trunk"] == "residual")
@@ -33,6 +52,7 @@ def screening_takeaways(result: dict) -> str:
         f"Fixed-point streams rebuilt their input exactly in {exact} of {counted(len(fixed), 'candidate')}; "
         + (f"over the {RECON_LIMIT:g} limit: {', '.join(over)}." if over else
            f"every candidate stayed within the {RECON_LIMIT:g} reconstruction limit."),
+        like_for_like(rows),
         stream_lesson(rows, LOSS_TIE),
         f"The assignment runs use `{chosen['trunk']}` with h={chosen['h']:g} on an {chosen['stream']} stream.",
     ])

@@ -143,3 +143,14 @@ def test_a_stream_is_measured_on_its_fp32_twins_weights_and_the_lesson_follows_t
     assert again["runs"] == result["runs"]
     wide = stream_lesson([dict(fixed, loss_vs_fp32=0.05)], screening.LOSS_TIE)
     assert "more than the screening's" in wide and "5.0e-02" in wide
+
+
+def test_integrators_are_compared_at_an_equal_coefficient_on_f():
+    from rev.chapters.screening.takeaways import like_for_like
+
+    rows = [dict(_row("m", "midpoint_rev", "fp32", 3.962, 1, 1e-6), h=0.5, name="midpoint_rev_h0.5_fp32"),
+            dict(_row("e1", "reveuler_rev", "fp32", 4.209, 1, 1e-6), h=1.0, name="reveuler_rev_h1_fp32"),
+            dict(_row("e5", "reveuler_rev", "fp32", 4.695, 1, 1e-6), h=0.5, name="reveuler_rev_h0.5_fp32")]
+    text = like_for_like(rows)
+    assert "`midpoint_rev_h0.5_fp32` 3.962 against `reveuler_rev_h1_fp32` 4.209 (-0.247 nats, coefficient 1)" in text
+    assert "reveuler_rev_h0.5_fp32" not in text and like_for_like(rows[1:]) is None
