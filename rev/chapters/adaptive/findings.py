@@ -193,6 +193,21 @@ def _dominant_stream(f64: dict, fp32_arms: Sequence[dict], target_cos: float) ->
             f"matter where a wider stream does not fit.")
 
 
+NOTE_SEEDS, NOTE_P = 8, 0.17   # the research note's own benchmark of adaptive against fixed spacing (published)
+TIE_INSIDE = 10               # both gradient errors this many times inside the target: a tie
+
+
+def overheads_line(a: dict, f: dict) -> str:
+    """Each arm's overheads from its training row, and which of them the policy itself needs: the adaptive
+    policy needs its defect probes; the fixed arm's probes only log; the fidelity checks measure both arms and
+    neither policy needs them."""
+    return (f"* Overheads, as fractions of step time: defect probes {_pct(a['probe_overhead'])} adaptive (the policy "
+            f"needs them) and {_pct(f['probe_overhead'])} fixed spacing (logging only: a deployed fixed layout runs "
+            f"none); fidelity checks {_pct(a['fidelity_overhead'])} and {_pct(f['fidelity_overhead'])} (this "
+            f"chapter's measurement, needed by neither); hooks {_pct(a['hook_overhead'])} and "
+            f"{_pct(f['hook_overhead'])}. As deployed, the adaptive policy pays its probes and fixed spacing nothing.")
+
+
 def _training_lines(sizes: ChapterSizes, summaries: Sequence[dict], run_logs: Mapping[str, Sequence[dict]],
                     budget_states: int, target_cos: float) -> list[str]:
     verdict = training_verdict(summaries, target_cos)
@@ -219,15 +234,23 @@ def _training_lines(sizes: ChapterSizes, summaries: Sequence[dict], run_logs: Ma
     dominant = _dominant_stream(f64, (a, f), target_cos)
     if dominant:
         lines.append(dominant)
-    if verdict["adaptive_beats_fixed"]:
+    lines.append(overheads_line(a, f))
+    one = (f"One seed, {sizes.finetune_steps} steps and one stress level: a measurement, not a law. The research "
+           f"note's own benchmark of this comparison, over {NOTE_SEEDS} seeds, found no significant win for the "
+           f"adaptive policy (p = {NOTE_P:.2f}; the note's figure, not measured here).")
+    err_a, err_f = 1 - a["grad_cos_min"], 1 - f["grad_cos_min"]
+    inside = max(err_a, err_f) <= (1 - target_cos) / TIE_INSIDE
+    if verdict["adaptive_beats_fixed"] and inside and not verdict["fewer_kept_states"]:
+        lines.append(f"* **Verdict: a tie.** Both policies' gradient errors ({err_a:.1e} adaptive, {err_f:.1e} fixed "
+                     f"spacing) lie at least {TIE_INSIDE:g}x inside the target's {1 - target_cos:.0e}: a smaller error "
+                     f"there buys nothing a training run can use. {one}")
+    elif verdict["adaptive_beats_fixed"]:
         why = "it kept fewer states" if verdict["fewer_kept_states"] else "its gradients were closer to the reference"
         if verdict["fewer_kept_states"] and verdict["better_fidelity"]:
             why = "it kept fewer states and its gradients were closer to the reference"
-        lines.append(f"* **Verdict: in training, on this workload, the adaptive policy beats fixed spacing** — {why} "
+        lines.append(f"* **Verdict: in this run the adaptive policy came out ahead of fixed spacing** — {why} "
                      f"({a['kept_mean']:.2f} against {f['kept_mean']:.2f} kept states; worst cosine "
-                     f"{a['grad_cos_min']:.5f} against {f['grad_cos_min']:.5f}), for probes costing "
-                     f"{_pct(a['probe_overhead'])} of step time. One seed and one stress level: a measurement, not a "
-                     f"law.")
+                     f"{a['grad_cos_min']:.5f} against {f['grad_cos_min']:.5f}). {one}")
     else:
         adaptive_keeps = {r["keep"] for r in run_logs["fp32 adaptive"] if "keep" in r}
         fixed_keeps = {r["keep"] for r in run_logs[f["variant"]] if "keep" in r}
@@ -235,10 +258,8 @@ def _training_lines(sizes: ChapterSizes, summaries: Sequence[dict], run_logs: Ma
                f"kept {a['kept_mean']:.2f} states on average against {f['kept_mean']:.2f}")
         fid = ("further from the reference" if verdict["worse_fidelity"] else
                "closer to the reference" if verdict["better_fidelity"] else "no closer to the reference (within 1.5x)")
-        lines.append(f"* **Verdict: in training, on this workload, the adaptive policy does not beat fixed spacing.** "
-                     f"Under the same budget it {how}, its gradients were {fid}, and its probes cost "
-                     f"{_pct(a['probe_overhead'])} of step time. One seed and one stress level: a measurement, not a "
-                     f"law.")
+        lines.append(f"* **Verdict: in this run the adaptive policy does not beat fixed spacing.** "
+                     f"Under the same budget it {how} and its gradients were {fid}. {one}")
     return lines
 
 
