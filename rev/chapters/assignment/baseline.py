@@ -172,7 +172,8 @@ def plot_step_speeds(summary: dict):
     # zoomed to the bulk of the steps (a few slow outliers clipped at the bottom, said in the label): from 0 the
     # band a verdict is about is squeezed into a sliver
     lo, hi = np.percentile(steps, [1, 100])
-    ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    pad = 0.05 * (hi - lo) or 0.05 * abs(hi) or 1.0   # steps all alike: a band around them
+    ax.set_ylim(lo - pad, hi + pad)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig

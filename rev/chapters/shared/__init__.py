@@ -9,5 +9,6 @@
 * `run_log`   what one run's log.csv says (its losses at a point, its step speeds, whether it stalled);
 * `results`   what the runs of a profile left behind, read into one frame (06, 07 and REPORT.md);
 * `run_plots` the figures of runs side by side (04-06);
-* `figures`   the figures drawn from the results frame (06, 07 and REPORT.md).
+* `figures`   the figures drawn from the results frame (06, 07 and REPORT.md);
+* `palette`   one colour per run, integrator, stream and backward across every figure of the book.
 """
