@@ -47,13 +47,13 @@ def _integer(n: int) -> str:
 
 def tidy(df: pd.DataFrame, sig: int = 4, headers: bool = True) -> pd.DataFrame:
     """A copy of `df` for display, each cell through `format_number`, a column with a value below 1e-3 in one
-    notation; with `headers`, field names in words (`header`): the columns', the index's and the axes' names, and
-    row labels, which hold field names when a table is transposed."""
+    notation; with `headers`, column names and the axes' names in words (`header`). Row labels stay as written:
+    there they are most often names a reader types (a profile's `d_model`, a run's folder)."""
     out = df.copy().astype(object)
     for c in out.columns:
         out[c] = [_in_column(v, sig, _scientific(df[c])) for v in df[c]]
     if headers:
-        out = out.rename(columns=header, index=header)
+        out = out.rename(columns=header)
         out.index = out.index.set_names([header(n) for n in out.index.names])
         out.columns = out.columns.set_names([header(n) for n in out.columns.names])
     return out

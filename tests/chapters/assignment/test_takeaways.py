@@ -278,7 +278,7 @@ def test_tables_print_whole_numbers_as_integers(tmp_path):
     runs = [make_run(tmp_path, "run1_baseline", "residual", batch=7), make_run(tmp_path, "run3_reversible_max_batch",
                                                                              batch=29)]
     shown = tidy(summary_table(runs).T)
-    assert shown.loc["batch size"].tolist() == ["7", "29"] and "7.0" not in shown.to_string()   # a header in words
+    assert shown.loc["batch_size"].tolist() == ["7", "29"] and "7.0" not in shown.to_string()
     assert run_speed(runs[0]).n == 38   # the warm-up steps train leaves out are left out here too
 
 
