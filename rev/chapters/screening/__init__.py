@@ -14,7 +14,8 @@ Everything public is re-exported here: `from rev.chapters.screening import choos
 from .rule import (ASSIGNMENT_FINAL, LOSS_TIE, TOO_NOISY, Candidate, choose, chosen_reversible,
                    exactness_by_block_dtype, exactness_lesson, pick_of_tie, plot_screening_bars,
                    plot_screening_curves, reconstructs, screen, screening_candidates, screening_rule,
-                   screening_tokens, screening_verdicts, speed_text, speeds_overlap, stream_twins, tied_with_best)
+                   screening_tokens, screening_verdicts, speed_text, speeds_overlap, speeds_unclear, stream_twins,
+                   tied_with_best)
 from .streams import PROBE_STEPS, stream_lesson, with_stream
 from .takeaways import screening_takeaways
 from .exercises import SCREENING_CASES, check_screening_rule
@@ -22,5 +23,5 @@ from .exercises import SCREENING_CASES, check_screening_rule
 __all__ = ["ASSIGNMENT_FINAL", "LOSS_TIE", "TOO_NOISY", "Candidate", "choose", "chosen_reversible",
            "exactness_by_block_dtype", "exactness_lesson", "pick_of_tie", "plot_screening_bars",
            "plot_screening_curves", "reconstructs", "screen", "screening_candidates", "screening_rule",
-           "screening_tokens", "screening_verdicts", "speed_text", "speeds_overlap", "stream_twins", "tied_with_best",
+           "screening_tokens", "screening_verdicts", "speed_text", "speeds_overlap", "speeds_unclear", "stream_twins", "tied_with_best",
            "PROBE_STEPS", "stream_lesson", "with_stream", "screening_takeaways", "SCREENING_CASES", "check_screening_rule"]

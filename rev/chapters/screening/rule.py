@@ -15,8 +15,10 @@ from ...core.model import is_reversible
 from ...core.reversible import RECON_LIMIT
 from ...engine.files import read_json, write_json
 from ...engine.profiles import ProfileLike, get_profile
+from ...engine.stats import median_difference_interval
 from ..shared.tables import counted
-from ..shared.runs import profile_dir, run_speed, train_run
+from ..shared.run_log import step_speeds
+from ..shared.runs import profile_dir, run_dir_of, run_speed, train_run
 from ..shared.palette import integrator_colour
 from .streams import stream_row, with_stream
 
@@ -90,7 +92,7 @@ def screen(profile: ProfileLike, results: str | Path = "results", data_dir: str 
             "val_loss": s["final_val_loss"], "tokens_per_s": speed.value if speed else s["tokens_per_s"],
             "tokens_per_s_q1": speed.lo if speed else None, "tokens_per_s_q3": speed.hi if speed else None,
             "reconstruction_error": s["reconstruction_error"], "tokens": s["tokens"], "weights": c.name,
-            "loss_vs_fp32": None}
+            "loss_vs_fp32": None, "step_speeds": step_speeds(run_dir_of(s)).tolist() if run_dir_of(s) else None}
     for c in (c for c in cands if c.name in twin_of):
         got[c.name] = stream_row(profile, results, data_dir, c.name, c.stream, twin_of[c.name],
                                  summaries[twin_of[c.name]])
@@ -135,7 +137,26 @@ def speeds_overlap(a: dict, b: dict) -> bool | None:
     qs = [r.get(k) for r in (a, b) for k in ("tokens_per_s_q1", "tokens_per_s_q3")]
     if any(q is None for q in qs):
         return None
-    return qs[0] <= qs[3] and qs[2] <= qs[1]
+    return bool(qs[0] <= qs[3] and qs[2] <= qs[1])
+
+
+def speeds_unclear(a: dict, b: dict) -> bool | None:
+    """Is the difference between two candidates' speeds inside the noise? With both runs' per-step speeds
+    (`step_speeds`), when the 95% bootstrap interval of the difference of their median steps holds 0
+    (`rev.engine.stats`: overlapping quartiles can hide a real 3% shift); else when their quartiles overlap. None
+    when either run recorded no step timings."""
+    sa, sb = a.get("step_speeds"), b.get("step_speeds")
+    if sa and sb and len(sa) >= 2 and len(sb) >= 2:
+        lo, hi = median_difference_interval(sa, sb)
+        return bool(lo <= 0 <= hi)
+    return speeds_overlap(a, b)
+
+
+def _noise_words(a: dict, b: dict) -> str:
+    """What `speeds_unclear` read, in words."""
+    if a.get("step_speeds") and b.get("step_speeds"):
+        return "the 95% bootstrap interval of their median steps' difference holds 0"
+    return "their step quartiles overlap"
 
 
 def _speed_reason(pick: dict, tied: list[dict]) -> str:
@@ -145,11 +166,11 @@ def _speed_reason(pick: dict, tied: list[dict]) -> str:
     if not same_kind:
         return f"is the only {kind}one among those ({speed_text(pick)})"
     second = max(same_kind, key=lambda r: r["tokens_per_s"])
-    overlap = speeds_overlap(pick, second)
+    overlap = speeds_unclear(pick, second)
     text = (f"is the fastest {kind}one among those at {speed_text(pick)}, against {second['name']}'s "
             f"{speed_text(second)}")
     if overlap:
-        return text + f": their step quartiles overlap, so which is faster is {TOO_NOISY} (the pick could go " \
+        return text + f": {_noise_words(pick, second)}, so which is faster is {TOO_NOISY} (the pick could go " \
                       "either way)"
     if overlap is None:
         return text + " (no step timings recorded for one of them: the spread is unknown)"
@@ -195,13 +216,13 @@ def _why(r: dict, ok: list[dict], tied: list[dict], pick: dict | None, recon_lim
         kind = "fp32-stream candidate" if r["stream"] == "fp32" else "candidate (no fp32 stream tied)"
         if not rivals:
             return f"picked: the only {kind} in the tie"
-        noisy = any(speeds_overlap(r, x) for x in rivals)
+        noisy = any(speeds_unclear(r, x) for x in rivals)
         return f"picked: the fastest {kind} in the tie" + (f", though which is faster is {TOO_NOISY}" if noisy else "")
     if pick["stream"] == "fp32" and r["stream"] != "fp32":
         return f"in the tie, but on the {r['stream']} stream: the rule prefers fp32"
-    noise = speeds_overlap(r, pick)
+    noise = speeds_unclear(r, pick)
     return (f"in the tie, slower than the pick ({speed_text(r)} vs {speed_text(pick)})"
-            + (f": their step quartiles overlap, {TOO_NOISY}" if noise else ""))
+            + (f": {_noise_words(r, pick)}, {TOO_NOISY}" if noise else ""))
 
 
 def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):

@@ -78,7 +78,7 @@ def measure_stream(twin_summary: dict, stream: str, data_dir: str | Path, steps:
             speeds.append(plan.batch_size * plan.model.seq_len / (time.perf_counter() - t0))
     q1, q3 = quartiles(speeds)
     return {"val_loss": val_loss, "reconstruction_error": recon, "tokens_per_s": statistics.median(speeds),
-            "tokens_per_s_q1": q1, "tokens_per_s_q3": q3, "steps": steps}
+            "tokens_per_s_q1": q1, "tokens_per_s_q3": q3, "steps": steps, "step_speeds": speeds}
 
 
 def stream_row(profile: ProfileLike, results: str | Path, data_dir: str | Path, name: str, stream: str,
@@ -95,7 +95,8 @@ def stream_row(profile: ProfileLike, results: str | Path, data_dir: str | Path, 
     return {"val_loss": hit["val_loss"], "tokens_per_s": hit["tokens_per_s"],
             "tokens_per_s_q1": hit["tokens_per_s_q1"], "tokens_per_s_q3": hit["tokens_per_s_q3"],
             "reconstruction_error": hit["reconstruction_error"], "tokens": twin_summary["tokens"],
-            "weights": twin_name, "loss_vs_fp32": hit["val_loss"] - twin_summary["final_val_loss"]}
+            "weights": twin_name, "loss_vs_fp32": hit["val_loss"] - twin_summary["final_val_loss"],
+            "step_speeds": hit.get("step_speeds")}
 
 
 def stream_lesson(rows: list[dict], tie: float) -> str:

@@ -95,7 +95,8 @@ def with_step_speeds(table, results_dir: str | Path):
 @dataclass(frozen=True)
 class Spread:
     """A timing (or a ratio of timings) with its spread: `value` the median, `lo`/`hi` the quartiles over `n`
-    steps or rounds (`kind` says which); for a ratio of two separate runs, the range their quartiles allow."""
+    steps or rounds (`kind` says which); for a ratio of two separate runs, the 95% bootstrap interval of the ratio
+    of their median steps (`speed_ratio_between`)."""
     value: float
     lo: float
     hi: float

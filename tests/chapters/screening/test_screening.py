@@ -154,3 +154,23 @@ def test_integrators_are_compared_at_an_equal_coefficient_on_f():
     text = like_for_like(rows)
     assert "`midpoint_rev_h0.5_fp32` 3.962 against `reveuler_rev_h1_fp32` 4.209 (-0.247 nats, coefficient 1)" in text
     assert "reveuler_rev_h0.5_fp32" not in text and like_for_like(rows[1:]) is None
+
+
+def test_a_3_percent_speed_gap_hidden_by_overlapping_quartiles_is_not_called_noise():
+    """With each run's step speeds the rule reads a bootstrap interval of the median difference: 1000 vs 970 tokens/s
+    over 200 steps with a spread of 60 overlap in quartiles, yet the faster one is faster beyond doubt."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    fast, slow = (list(m + 60 * rng.standard_normal(200)) for m in (1000, 970))
+    a = dict(_row("a", "reveuler_rev", "fp32", 2.0, float(np.median(fast)), 1e-6, tuple(np.percentile(fast, [25, 75]))),
+             step_speeds=fast)
+    b = dict(_row("b", "midpoint_rev", "fp32", 2.0, float(np.median(slow)), 1e-6, tuple(np.percentile(slow, [25, 75]))),
+             step_speeds=slow)
+    assert screening.speeds_overlap(a, b) and screening.speeds_unclear(a, b) is False
+    _, reason = screening.choose([_row("base", "residual", "fp32", 2.0, 900, None), a, b])
+    assert screening.TOO_NOISY not in reason
+    same = dict(b, step_speeds=list(1000 + 60 * rng.standard_normal(200)))
+    assert screening.speeds_unclear(a, same) and "bootstrap interval" in screening.choose([a, same])[1]
+    no_steps = {k: v for k, v in a.items() if k != "step_speeds"}
+    assert screening.speeds_unclear(no_steps, b) is True      # quartiles only: the old reading, said so
