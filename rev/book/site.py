@@ -508,8 +508,10 @@ def build_site(src: str | Path, out: str | Path, results: str | Path | None = No
         raise SiteError(f"sphinx failed (exit {code}): " + "; ".join(warned[-5:]))
     for source_map in out.rglob("*.map"):  # the theme's debugging aids (3 MiB): a reader's browser never asks
         source_map.unlink()
+    # only a machine's absolute path is worth a word: the workbook passes folders inside the checkout relative to it
+    # ("data", "results"), and a word like "data" is on every page
     shown = [f"{p.path} shows {k}" for p in pages for k in ("RESULTS_DIR", "DATA_DIR")
-             if params.get(k) and str(params[k]) in (out / p.path).read_text()]
+             if params.get(k) and Path(str(params[k])).is_absolute() and str(params[k]) in (out / p.path).read_text()]
     if shown:  # what a chapter printed, kept; said here because a published page then shows this machine's paths
         print("site: pages that show this run's folders: " + "; ".join(shown), file=sys.stderr)
     manifest = {"profile": params.get("PROFILE"), "repo_url": params["REPO_URL"], "ref": params["REPO_REF"],

@@ -4,8 +4,9 @@ Counts (batch, layers, steps, tokens) often arrive as floats -- from JSON, or fr
 missing value -- and pandas prints them as `7.0` or `57344.000000`; a column of small values prints as
 `0.000003`. `tidy` returns a copy for display that reads as a person would write it: cell by cell, so a transposed
 table (one run per column, a mix of kinds per row) comes out right too, except that a column holding a value below
-1e-3 writes all its fractions below 1 in scientific notation (one column reads one way: 1.323e-03 beside 8.750e-04,
-not 0.001323); yes/no for booleans; column headers in words (`tokens_per_s_q1` reads "tokens/s q1").
+1e-3 writes its values below 1e-2 in scientific notation too (one column reads one way: 1.323e-03 beside
+8.750e-04, not 0.001323; an h of 0.5 in a transposed run's column stays 0.5); yes/no for booleans; column headers in
+words (`tokens_per_s_q1` reads "tokens/s q1").
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def _scientific(column) -> bool:
 def _in_column(value: Any, sig: int, scientific: bool) -> Any:
     if scientific and isinstance(value, Real) and not isinstance(value, (bool, Integral)):
         v = float(value)
-        if math.isfinite(v) and 0 < abs(v) < 1 and not v.is_integer():
+        if math.isfinite(v) and 0 < abs(v) < 1e-2:   # the 1e-3..1e-2 values beside the smaller ones
             return f"{v:.{sig - 1}e}"
     return format_number(value, sig)
 

@@ -28,13 +28,13 @@ def test_tidy_formats_cell_by_cell_so_a_transposed_table_reads_right():
 
 def test_a_column_reads_one_way_and_its_header_in_words():
     """0.001323 beside 8.750e-04 in one column reads as two formats; a column with a value below 1e-3 writes its
-    fractions in scientific notation (whole numbers and values above 1 as before); snake_case headers as words."""
-    df = pd.DataFrame({"grad_error": [0.001323, 8.75e-4, 0.0, 2.0], "loss": [0.4375, 8.938, 1.0, 2.5],
+    values below 1e-2 in scientific notation (larger values as before); snake_case headers as words."""
+    df = pd.DataFrame({"grad_error": [0.001323, 8.75e-4, 0.0, 0.5], "loss": [0.4375, 8.938, 1.0, 2.5],
                        "tokens_per_s_q1": [1.0, 2.0, 3.0, 4.0], "fits": [True, False, True, True]},
                       index=pd.Index(list("abcd"), name="run_name"))
     shown = tidy(df)
     assert list(shown.columns) == ["grad error", "loss", "tokens/s q1", "fits"] and shown.index.name == "run name"
-    assert shown["grad error"].tolist() == ["1.323e-03", "8.750e-04", "0", "2"]
+    assert shown["grad error"].tolist() == ["1.323e-03", "8.750e-04", "0", "0.5"]   # 0.5 (an h, say) stays
     assert shown["loss"].tolist() == ["0.4375", "8.938", "1", "2.5"]    # no value below 1e-3: unchanged
     assert shown["fits"].tolist() == ["yes", "no", "yes", "yes"]
     assert list(tidy(df, headers=False).columns) == list(df.columns)
