@@ -52,6 +52,9 @@ class Profile:
     screening_set: str = "full"
     # the "spend memory on depth" run searches depths up to this many layers (bounds its training time)
     deep_max_layers: int = 64
+    # runs 1 and 2 train on this many seeds (0, 1, ...): seed 0 is the main runs, the others measure the seed spread
+    # that the tie margin of single-seed verdicts comes from (`rev.chapters.assignment.seeds`); 1 = no replicas
+    seeds: int = 1
 
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
@@ -72,7 +75,7 @@ PROFILES: dict[str, Profile] = {
         data_source="synthetic", data_name="synthetic-smoke", data_tokens=200_000,
         batch_size=8, train_tokens=40_960, lr=3e-3, min_lr=3e-4, warmup_tokens=4_096,
         eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=16 * 2**20, max_batch_min_steps=4,
-        screening_fraction=0.25, screening_set="minimal", deep_max_layers=6,
+        screening_fraction=0.25, screening_set="minimal", deep_max_layers=6, seeds=2,
     ),
     "cpu": Profile(
         name="cpu", d_model=128, n_layer=6, n_head=4, seq_len=128, vocab_size=2048,
@@ -87,7 +90,7 @@ PROFILES: dict[str, Profile] = {
         # batch (run 1b at batch 4 then takes ~1,650), screening runs of 15% of the budget, at most 10 layers for
         # the deep run.
         eval_every=50, eval_batches=8, ckpt_every=200, cpu_mem_budget=48 * 2**20, max_batch_min_steps=120,
-        screening_fraction=0.15, deep_max_layers=10,
+        screening_fraction=0.15, deep_max_layers=10, seeds=3,
     ),
     "t4": Profile(
         name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
@@ -99,7 +102,7 @@ PROFILES: dict[str, Profile] = {
         name="full", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
         data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
         batch_size=32, train_tokens=50_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=2_000_000,
-        eval_every=250, eval_batches=40, ckpt_every=1000,
+        eval_every=250, eval_batches=40, ckpt_every=1000, seeds=3,
     ),
 }
 

@@ -9,6 +9,7 @@ The runs themselves are trained and read through `rev.chapters.shared` (`runs`, 
 * `noise`     06: the gradient noise scale of run 1, and what it predicts a larger batch buys (checked on run 3);
 * `recipe`    06: the large-batch recipe (square-root rate, warm-up floor) checked by a sweep at the max batch;
 * `arms`      05: run 2 against run 1 in three arms (residual, stored twin, reversible), one cause each;
+* `seeds`     05: runs 1 and 2 over seeds: the effect's interval, one run's seed spread, the tie it implies;
 * `takeaways` 05 and 06: speed and loss verdicts that respect their spread, the same-batch and max-batch findings;
 * `exercises` the small models the exercises derive (a step's cost, a step's memory) and the checks of 04-06.
 
@@ -24,6 +25,8 @@ from .noise import (NOISE_FILE, NOISE_SIZES, PREDICTION_NATS, measure_noise, noi
                     verdicts)
 from .recipe import CELLS, RECIPE, SWEEP_DIR, SWEEP_STEPS, Cell, plot_sweep, recipe_sweep, sweep_finding, sweep_steps
 from .arms import GRAD_AGREE, arms_finding, paired_twin, three_arms
+from .seeds import (SEEDS_DIR, SEEDS_FILE, load_spread, plot_seeds, replica_name, save_spread, seed_spread, seed_tie,
+                    spread_finding, train_replicas)
 from .takeaways import (against_prediction, batch_lesson, depth_finding, loss_verdict, max_batch_takeaways,
                         memory_spend_finding, runs_against_bench, same_batch_speed, same_batch_takeaways,
                         SameBatchSpeed, speed_finding,
@@ -32,7 +35,8 @@ from .exercises import (COMPARE_CASES, LINE_CASES, SEARCH_CASES, check_bisection
                         check_max_batch_from_line, check_speed_ratio, check_unigram_loss, memory_split,
                         predicted_speed_ratio, predictions_against, trunk_flop_share)
 
-__all__ = ["GRAD_AGREE", "arms_finding", "paired_twin", "three_arms", "FASTER", "SLOWER", "TOO_NOISY", "baseline_takeaways", "compare_speeds", "curve_reading", "halves_text",
+__all__ = ["GRAD_AGREE", "arms_finding", "paired_twin", "three_arms", "SEEDS_DIR", "SEEDS_FILE", "load_spread",
+           "plot_seeds", "replica_name", "save_spread", "seed_spread", "seed_tie", "spread_finding", "train_replicas", "FASTER", "SLOWER", "TOO_NOISY", "baseline_takeaways", "compare_speeds", "curve_reading", "halves_text",
            "known_words", "plot_step_speeds", "speed_halves", "speed_text", "spread_share", "timed_steps",
            "LOSS_HEADS_FILE", "ledger_finding", "line_batches", "line_vs_search", "loss_head_ablation",
            "max_batch_budget_tokens", "max_batch_table", "memory_budget", "memory_ledgers", "other_stream",

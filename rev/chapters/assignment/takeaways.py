@@ -139,10 +139,21 @@ def speed_finding(speed: SameBatchSpeed) -> str:
     return _bullets(lines)
 
 
+def _seeds_reading(spread: dict | None) -> str:
+    """The same gap over seeds, when notebook 05 measured them: resolved or not by the mean difference's interval."""
+    if not spread or "diff_lo" not in spread:
+        return ""
+    lo, hi = spread["diff_lo"], spread["diff_hi"]
+    held = (f"the gap holds beyond the seeds' spread (run 2 {'lower' if hi < 0 else 'higher'})" if lo > 0 or hi < 0
+            else "the interval holds 0: over these seeds the two runs are not separated")
+    return (f"Over {spread['seeds']} seeds the mean difference is {spread['diff_mean']:+.3f} nats ({spread['level']:.0%} "
+            f"t interval {lo:+.3f} to {hi:+.3f}): {held}. ")
+
+
 def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = None,
-                         twin: dict | None = None) -> str:
+                         twin: dict | None = None, spread: dict | None = None) -> str:
     """Notebook 05's takeaways; `twin` (`arms.paired_twin` on run 2) puts the stored twin's measured loss and
-    gradients where the loss gap is attributed."""
+    gradients where the loss gap is attributed; `spread` (`seeds.seed_spread`) reads the gap against the seeds."""
     mem = run2["peak_memory_bytes"] / run1["peak_memory_bytes"]
     act = memory_split(run2)["activations_MiB"] / memory_split(run1)["activations_MiB"]
     layers = run2["model_config"]["n_layer"]
@@ -173,8 +184,10 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
         f"{layers} layers' activations instead of all would give {1 / layers:.2f}x before what both trunks keep."
         + sliced,
         speed_line,
-        f"Validation loss {v2:.3f} vs {v1:.3f} ({v2 - v1:+.3f} nats) at {tokens:,} tokens, one seed each: "
-        f"{loss_verdict(v2 - v1, 'the reversible trunk', 'the baseline')}. " + _attribution(run2, twin),
+        f"Validation loss {v2:.3f} vs {v1:.3f} ({v2 - v1:+.3f} nats) at {tokens:,} tokens"
+        + (f" on seed 0. {_seeds_reading(spread)}" if _seeds_reading(spread) else
+           f", one seed each: {loss_verdict(v2 - v1, 'the reversible trunk', 'the baseline')}. ")
+        + _attribution(run2, twin),
         f"The trained trunk rebuilds its input with relative error {run2['reconstruction_error']:.1e} "
         f"(limit {RECON_LIMIT:g}).",
     ])

@@ -11,8 +11,8 @@ projector splitting, rank enrichment, and a controller compared with fixed rank 
 * `exercises`   the checks of exercises 09b.1 and 09b.2, and the measurement and verdict of 09b.3.
 """
 from .comparison import (CALIB_OFFSET, COS_SLACK, PUBLISHED, TAU_SVD, calibrate, calibration_rule, comparison_figure, compare,
-                         paired_sign_flip, save_verdict, summary_table, takeaways, verdict, verdict_table, VERDICT_FILE,
-                         VERDICT_ROWS)
+                         outlier_line, paired_sign_flip, save_verdict, success_criterion, success_line, summary_table,
+                         takeaways, verdict, verdict_table, VERDICT_FILE, VERDICT_ROWS)
 from .controller import RankController, enrichment_trace, forward_keep, kept_steps, reversal_gradients
 from .exercises import (CHECKPOINT_SHARE, check_projection, check_reverse_order, checkpoint_measurement,
                         checkpoint_verdict)
@@ -24,7 +24,7 @@ from .splitting import (LowRank, affine_flow, defect, dense_step, enrich, field,
                         tangent_residual)
 from .training import seed_data, train_arm
 
-__all__ = ["CALIB_OFFSET", "COS_SLACK", "PUBLISHED", "TAU_SVD", "calibrate", "calibration_rule", "comparison_figure", "compare", "paired_sign_flip",
+__all__ = ["CALIB_OFFSET", "COS_SLACK", "PUBLISHED", "TAU_SVD", "calibrate", "calibration_rule", "comparison_figure", "compare", "outlier_line", "paired_sign_flip", "success_criterion", "success_line",
            "save_verdict", "summary_table", "takeaways", "verdict", "verdict_table", "VERDICT_FILE", "VERDICT_ROWS", "RankController", "enrichment_trace", "forward_keep",
            "kept_steps", "reversal_gradients", "check_projection", "check_reverse_order", "CHECKPOINT_SHARE",
            "checkpoint_measurement", "checkpoint_verdict", "LowRankSizes",

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...engine.stats import mean_interval
 from ..shared.tables import counted
 from .controller import RankController
 from .experiment import gradient_fidelity, make_digits, new_model, step_peak_bytes
@@ -35,6 +36,11 @@ CALIB_OFFSET = 1000
 TAU_SVD = 1e-3  # the idea's own value for the rho rule
 COS_SLACK = 0.01  # calibration: a gradient cosine this close to the best reachable counts as reaching it
 TIE = 0.01  # decades of gradient error (2%): closer than this, the two arms computed the same gradient
+# The idea's own success criterion: a lower mean rank than fixed control at similar accuracy, gradient cosine above
+# COS_GOOD. "Similar" read as non-inferiority: the 95% t interval of the paired accuracy difference (controller -
+# fixed) lies above -ACC_MARGIN, i.e. the controller may be worse by less than two points of accuracy, not more.
+COS_GOOD = 0.98
+ACC_MARGIN = 0.02
 
 
 def paired_sign_flip(diffs) -> float:
@@ -196,14 +202,23 @@ def verdict_table(tables: dict) -> pd.DataFrame:
         index=VERDICT_ROWS)
 
 
-def save_verdict(profile_dir: str | Path, v: dict) -> Path:
-    """Write the headline verdict where REPORT.md's companion section reads it (``results/<profile>/`` +
-    `VERDICT_FILE`)."""
+def _plain(x):
+    """A JSON-ready Python scalar (numpy's bools, ints and floats become Python's; bool before int, its parent)."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    return int(x) if isinstance(x, (np.integer, int)) else float(x) if isinstance(x, (np.floating, float)) else x
+
+
+def save_verdict(profile_dir: str | Path, v: dict, success: dict | None = None) -> Path:
+    """Write the headline verdict, and `success_criterion`'s reading of it when given, where REPORT.md's companion
+    section reads them (``results/<profile>/`` + `VERDICT_FILE`)."""
     from ...engine.files import write_json
 
+    doc = {k: _plain(x) for k, x in v.items()}
+    if success is not None:
+        doc["success"] = {k: _plain(x) for k, x in success.items()}
     path = Path(profile_dir) / VERDICT_FILE
-    write_json(path, {k: (float(x) if isinstance(x, (np.floating, float)) else int(x) if isinstance(x, (np.integer, int))
-                          else x) for k, x in v.items()})
+    write_json(path, doc)
     return path
 
 
@@ -274,6 +289,55 @@ def _verdict_line(name: str, v: dict) -> str:
             f"vs {v['loss_f']:.3f} (p = {v['loss_p']:.3f}).")
 
 
+def success_criterion(table: pd.DataFrame) -> dict:
+    """The idea's success criterion on one comparison: mean rank lower than fixed control's, accuracy non-inferior
+    (the 95% t interval of the paired per-seed difference, controller - fixed, above -ACC_MARGIN), and the
+    controller's gradient cosine above COS_GOOD on every seed; `met` when all three hold."""
+    c, f = (table[table.arm == a].set_index("seed").sort_index() for a in ("controller", "fixed"))
+    diff = (c.accuracy - f.accuracy).to_numpy()
+    mean, lo, hi = mean_interval(diff) if len(diff) > 1 else (float(diff.mean()), -math.inf, math.inf)
+    out = {"seeds": len(diff), "rank_c": float(c["rank"].mean()), "rank_f": float(f["rank"].mean()),
+           "acc_diff": mean, "acc_lo": lo, "acc_hi": hi, "cos_min": float(c.grad_cos.min())}
+    out |= {"lower_rank": out["rank_c"] < out["rank_f"], "non_inferior": lo > -ACC_MARGIN,
+            "cosine_ok": out["cos_min"] > COS_GOOD}
+    return out | {"met": out["lower_rank"] and out["non_inferior"] and out["cosine_ok"]}
+
+
+def success_line(s: dict) -> str:
+    """`success_criterion` in one sentence, each part with its number."""
+    parts = [f"mean rank {s['rank_c']:.1f} against {s['rank_f']:.1f} ({'lower' if s['lower_rank'] else 'not lower'})",
+             f"accuracy {s['acc_diff']:+.3f} (95% t interval {s['acc_lo']:+.3f} to {s['acc_hi']:+.3f} over "
+             f"{counted(s['seeds'], 'paired seed')}: "
+             + ("non-inferior, the interval stays above" if s["non_inferior"] else "not shown non-inferior, the "
+                "interval reaches below") + f" -{ACC_MARGIN:g})",
+             f"lowest gradient cosine {s['cos_min']:.3f} ({'above' if s['cosine_ok'] else 'not above'} {COS_GOOD:g})"]
+    return (f"* Against the idea's own success criterion (lower mean rank at similar accuracy, gradient cosine above "
+            f"{COS_GOOD:g}): " + "; ".join(parts) + (": **met**." if s["met"] else ": **not met**."))
+
+
+def outlier_seeds(table: pd.DataFrame, column: str = "final_loss", factor: float = 3.0) -> list[tuple[str, int, float, float]]:
+    """(arm, seed, value, median of the arm's other seeds) for each seed whose `column` exceeds `factor` times the
+    median of its arm's other seeds: the seeds an arm's mean +- spread is made of."""
+    out = []
+    for arm, t in table.groupby("arm"):
+        for seed, x in t.set_index("seed")[column].items():
+            rest = t[t.seed != seed][column]
+            if len(rest) and x > factor * rest.median():
+                out.append((arm, int(seed), float(x), float(rest.median())))
+    return out
+
+
+def outlier_line(table: pd.DataFrame) -> str | None:
+    """The seeds that carry an arm's spread of final loss, in words; None when there are none."""
+    found = outlier_seeds(table)
+    if not found:
+        return None
+    said = "; ".join(f"the {arm} arm's seed {seed} ended at loss {x:.3f} against a median of {m:.3f} on its other "
+                     f"seeds" for arm, seed, x, m in found)
+    return (f"* Spread of the final loss: {said}. Such a seed makes that arm's mean and standard deviation of the loss "
+            f"(summary table) a statement about one run, not the arm: read the medians and the paired tests.")
+
+
 def _rank_rules_line(v: dict, v_rank: dict) -> str:
     """The rank-rules-alone comparison, or, when it measured exactly what the full controller did (its spacing
     rules never moved a checkpoint), one sentence saying so instead of the same result counted twice."""
@@ -315,10 +379,12 @@ def _rank_room_line(v: dict, sz: LowRankSizes) -> str:
 
 
 def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dict, v: dict, v_rank: dict,
-              seconds: float, sz: LowRankSizes | None = None, checkpoints: dict | None = None) -> str:
+              seconds: float, sz: LowRankSizes | None = None, checkpoints: dict | None = None,
+              table: pd.DataFrame | None = None) -> str:
     """The chapter's takeaways, every number computed by the notebook (`v`: the full controller's verdict,
     `v_rank`: the controller with its spacing rules switched off; `seconds`: what the comparisons took; `sz`: the
-    sizes run; `checkpoints`: exercise 09b.3's `checkpoint_measurement`)."""
+    sizes run; `checkpoints`: exercise 09b.3's `checkpoint_measurement`; `table`: the headline comparison's
+    per-seed rows, for the idea's success criterion and the seeds that carry a spread)."""
     big = chapter_sizes("t4")
     lines = [
         "**Takeaways**", "",
@@ -337,6 +403,9 @@ def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dic
         _rank_rules_line(v, v_rank)]
     if sz is not None:
         lines.append(_rank_room_line(v, sz))
+    if table is not None:
+        lines.append(success_line(success_criterion(table)))
+        lines += [line for line in (outlier_line(table),) if line]
     lines += [
         f"* Published: {PUBLISHED}.",
         f"* Training both comparisons, every arm and seed, took {seconds:.0f} s here. The t4 profile runs the same "

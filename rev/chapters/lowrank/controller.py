@@ -1,7 +1,8 @@
 """Notebook 09b (adaptive rank): the controller and the backward walk that rebuilds states by the reverse map.
 
 `RankController.decide(delta, rho)` applies the idea's four rules, in the open:
-halve the checkpoint spacing when delta > tau_warn, lengthen it (x2) when delta < tau_safe, enrich the rank when
+halve the checkpoint spacing when delta > tau_warn, lengthen it by one step when delta < tau_safe (the idea's own
+rule: cautious growth, fast retreat), enrich the rank when
 delta > tau_rank or rho < tau_svd (`rule="specified"`). The rho clause fights enrichment: a fresh direction enters
 S with a small alpha, so right after enriching rho ~ alpha / sigma_max is small and the clause fires again, up to
 the maximum rank; and a small rho means the last direction carries almost nothing, i.e. the rank is too *high*.
@@ -50,7 +51,7 @@ class RankController:
         if d["halve"]:
             self.spacing = max(self.min_spacing, self.spacing // 2)
         elif d["lengthen"]:
-            self.spacing = min(self.max_spacing, self.spacing * 2)
+            self.spacing = min(self.max_spacing, self.spacing + 1)
         if d["enrich"]:
             self.rank = min(self.max_rank, self.rank + self.rank_step)
         d.update(spacing=self.spacing, rank=self.rank)

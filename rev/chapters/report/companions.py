@@ -120,7 +120,18 @@ def _lowrank(folder: Path) -> str | None:
     return (f"Over {v['seeds']} paired seeds the rank controller's gradient is closer to the dense one on {v['wins']}, "
             f"farther on {v['losses']}, tied on {ties} (exact sign-flip p = {v['p']:.3f}), at mean rank "
             f"{v['rank_c']:.1f} against the fixed arm's {v['rank_f']:.1f} and {v['peak_ratio']:.2f}x its measured peak; "
-            f"held-out accuracy {v['acc_c']:.3f} against {v['acc_f']:.3f} (p = {v['acc_p']:.3f}).")
+            f"held-out accuracy {v['acc_c']:.3f} against {v['acc_f']:.3f} (p = {v['acc_p']:.3f})." + _success(v))
+
+
+def _success(v: dict) -> str:
+    """The idea's own success criterion, when 09b recorded it: met, or which of its three parts failed."""
+    s = v.get("success")
+    if not s:
+        return ""
+    failed = [what for key, what in (("lower_rank", "a lower mean rank"), ("non_inferior", "non-inferior accuracy"),
+                                     ("cosine_ok", "gradient cosines above 0.98")) if not s[key]]
+    return (" Against the idea's own success criterion (lower mean rank at similar accuracy): "
+            + ("met." if s["met"] else f"not met, for want of {' and '.join(failed)}."))
 
 
 def _trace_steps(path: Path) -> int | None:

@@ -17,6 +17,7 @@ from ...engine.files import read_json
 from ...engine.stats import median_difference_interval
 from ..shared.results import (PUBLISHED_SOURCE, published_reference, row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
+from ..assignment.seeds import seed_tie
 from ..screening.rule import LOSS_TIE
 from ..shared.run_log import first_evaluation_from, step_speeds, val_loss_after_steps, val_loss_at
 
@@ -150,16 +151,26 @@ def memory_line(base: pd.Series | None, rev: pd.Series | None) -> str:
             f"{mib(r)} against the baseline's {mib(b)}: {ratio:.2f}x, {verdict}.")
 
 
-def loss_line(base: pd.Series | None, rev: pd.Series | None) -> str:
+def loss_line(base: pd.Series | None, rev: pd.Series | None, spread: dict | None = None) -> str:
+    """Run 2 against run 1 at equal tokens; with notebook 05's seed spread (`spread`, 2 seeds or more) the verdict
+    is the mean paired difference's t interval, otherwise one seed each against the screening's fixed tie."""
     eq = equal_tokens_val(base, rev) if base is not None and rev is not None else None
     if eq is None:
         return "**Loss**: " + _missing(BASE, REV)
     tokens, b, r = eq
     d = r - b
+    head = (f"**Loss**: after {tokens:,} tokens the reversible run's validation loss was {r:.3f} against the "
+            f"baseline's {b:.3f} ({d:+.3f} nats)")
+    if spread and "diff_lo" in spread:
+        lo, hi = spread["diff_lo"], spread["diff_hi"]
+        verdict = ("kept, and lower on average beyond the seeds' spread" if hi < 0 else
+                   "not kept: higher on average beyond the seeds' spread" if lo > 0 else
+                   "kept: the seeds do not separate the two runs")
+        return (head + f"; over {spread['seeds']} seeds the mean difference is {spread['diff_mean']:+.3f} nats "
+                f"({spread['level']:.0%} t interval {lo:+.3f} to {hi:+.3f}): {verdict}.")
     verdict = (f"kept, within the {LOSS_TIE} nats the screening counts as a tie" if abs(d) <= LOSS_TIE else
                "kept, and lower" if d < 0 else f"not kept, higher by more than the {LOSS_TIE}-nat tie margin")
-    return (f"**Loss**: after {tokens:,} tokens the reversible run's validation loss was {r:.3f} against the "
-            f"baseline's {b:.3f} ({d:+.3f} nats): {verdict}.")
+    return head + f", one seed each: {verdict}."
 
 
 def batch_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
@@ -231,7 +242,8 @@ def headline_lines(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
     """The run's headline: memory cut, loss kept, batch gained, throughput paid, and what spending the saved memory
     bought (when the runs that spend it are present) -- one line each, computed."""
     base, rev = main_run(df, BASE), main_run(df, REV)
-    lines = [memory_line(base, rev), loss_line(base, rev), batch_line(df, maxbatch), throughput_line(base, rev)]
+    lines = [memory_line(base, rev), loss_line(base, rev, df.attrs.get("seeds")), batch_line(df, maxbatch),
+             throughput_line(base, rev)]
     return lines + [line for line in (spent_line(df),) if line]
 
 
@@ -253,6 +265,7 @@ def spent_line(df: pd.DataFrame) -> str | None:
     spent = [(what, r) for what, r in spent if r is not None]
     if rev is None or not spent:
         return None
+    tie, source = seed_tie(df.attrs.get("seeds"))
     parts, won = [], []
     for what, r in spent:
         gap = _gap_to(rev, r)
@@ -261,14 +274,15 @@ def spent_line(df: pd.DataFrame) -> str | None:
         d, bound = gap
         size = f"batch {int(r['batch_size'])}" if what == "batch" else f"{int(r['n_layer'])} layers"
         parts.append(f"on {what} ({size}) {'at least ' if bound else ''}{d:+.3f} nats")
-        if d < -LOSS_TIE and not bound:
+        if d < -tie and not bound:
             won.append(what)
     if not parts:
         return None
     verdict = (f"it paid on {' and '.join(won)}" if won else
                "neither spending beat the reversible trunk at the profile's batch and depth on this token budget")
     return ("**Spent**: the saved memory, spent at equal tokens against the same trunk at the profile's batch and "
-            "depth (one seed each): " + "; ".join(parts) + f": {verdict}.")
+            f"depth (one seed each; a gain must exceed a tie of {tie:.3f} nats, {source}): " + "; ".join(parts)
+            + f": {verdict}.")
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -339,8 +353,12 @@ def limits(df: pd.DataFrame, timing: bool = True) -> list[str]:
                 "fp64) stream's state, so the gap between the two trunks' peaks narrows there."]
     if timing:
         out.append(throughput_caveat(df))
-    seeds = _seeds(df)
-    if len(seeds) == 1:
+    seeds, spread = _seeds(df), df.attrs.get("seeds")
+    if spread and spread.get("tie") is not None:
+        out.append(f"Runs 1 and 2 trained on {spread['seeds']} seeds (one run's final loss moves by "
+                   f"{spread['sd']:.3f} nats from seed to seed); every other main run trained once, so its verdicts "
+                   f"are single-seed, read against the {spread['tie']:.3f}-nat tie that spread implies.")
+    elif len(seeds) == 1:
         out.append(f"Every main run trained once, with seed {next(iter(seeds))}: no seed-to-seed spread of the loss "
                    f"was measured, so a loss difference within the {LOSS_TIE}-nat tie margin is a tie by rule, not "
                    f"by measurement.")

@@ -103,6 +103,11 @@ def test_same_batch_takeaways_change_with_speed_and_loss(tmp_path):
     # the loss gap is attributed to the architecture, with the stored twin named; slicing is said when it ran
     assert "one seed each" in text_lost and "not the memory-free backward's" in text_lost
     assert "the stored reveuler would train to the same loss" in text_lost and "slices" not in text_lost
+    # over seeds, the interval decides, not the single-seed gap against the fixed tie
+    spread = {"seeds": 3, "level": 0.95, "diff_mean": 0.05, "diff_lo": -0.02, "diff_hi": 0.12}
+    seeded = T.same_batch_takeaways(run1, lost, slow, spread=spread)
+    assert "lost by" not in seeded and "on seed 0. Over 3 seeds the mean difference is +0.050 nats" in seeded
+    assert "the interval holds 0" in seeded
     sliced = T.same_batch_takeaways(run1, lost | {"batch_slicing": {"slices": 2, "described": "2 slices of 4 sequences"}})
     assert "ran the batch as 2 slices of 4 sequences" in sliced and "below 1/2" in sliced
     # no bench: the training runs alone, flagged as such, and no fact stated beyond their spread

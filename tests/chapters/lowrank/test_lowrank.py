@@ -65,10 +65,10 @@ def test_controller_follows_the_thresholds():
     assert d["halve"] and not d["enrich"] and (c.spacing, c.rank) == (4, 2)
     d = c.decide(3.0, 0.5)
     assert d["halve"] and d["enrich"] and (c.spacing, c.rank) == (2, 4)
-    d = c.decide(0.05, 0.5)
-    assert d["lengthen"] and not d["enrich"] and (c.spacing, c.rank) == (4, 4)
+    d = c.decide(0.05, 0.5)  # the idea's rule: grow by one step (halving is the fast retreat, not doubling)
+    assert d["lengthen"] and not d["enrich"] and (c.spacing, c.rank) == (3, 4)
     d = c.decide(0.5, 1e-4)
-    assert not d["halve"] and not d["lengthen"] and d["enrich"] and (c.spacing, c.rank) == (4, 6)
+    assert not d["halve"] and not d["lengthen"] and d["enrich"] and (c.spacing, c.rank) == (3, 6)
     for _ in range(3):
         c.decide(5.0, 0.0)
     assert c.rank == 8 and c.spacing == 1

@@ -231,13 +231,16 @@ def test_companion_chapters_say_not_run_ran_or_what_their_files_hold(tmp_path):
     (prof / "lowrank").mkdir()
     (prof / "lowrank" / "verdict.json").write_text(json.dumps(
         {"seeds": 8, "wins": 5, "losses": 2, "p": 0.17, "rank_c": 3.2, "rank_f": 4.0, "peak_ratio": 0.87,
-         "acc_c": 0.91, "acc_f": 0.92, "acc_p": 0.5}))
+         "acc_c": 0.91, "acc_f": 0.92, "acc_p": 0.5, "success": {"met": False, "lower_rank": True,
+                                                                 "non_inferior": False, "cosine_ok": True}}))
     (prof / "thermo_summary.json").write_text(json.dumps({"over_seeds": {"source": "run here", "verdicts": [
         {"kind": "transformer", "measure": "update", "seeds": "0:o 1:o 2:o", "verdict": "ordinary"},
         {"kind": "transformer", "measure": "direction", "seeds": "0:a 1:a 2:o", "verdict": "not decided"}]}}))
     lines = {line.split("**")[1].split(" ·")[0]: line for line in companion_findings(prof)}
     assert "rest on 3 timed steps per variant" in lines["07b"]
     assert "closer to the dense one on 5, farther on 2, tied on 1 (exact sign-flip p = 0.170)" in lines["09b"]
+    assert "success criterion (lower mean rank at similar accuracy): not met, for want of non-inferior accuracy." \
+        in lines["09b"]
     assert ("over 3 seeds (run here; 1 of 2 verdicts unanimous): the transformer model ordinary on update magnitude "
             "(the paper's measure), not decided on update direction") in lines["08"]
 
@@ -325,3 +328,26 @@ def test_without_an_evaluation_at_run_1s_tokens_the_batch_line_gives_a_bound(tmp
     # run 1 ends at 40 x 8 x SEQ tokens (4.5); run 3's first evaluation after that is step 10: 6 - 1.3 * 10/16
     assert f"at its first evaluation, on {10 * 40 * SEQ:,} tokens, it stood at 5.188 against run 1's 4.500" in batch
     assert "at least +0.688 nats" in batch
+
+
+def _seeds_file(root: Path, base: list[float], rev: list[float]) -> None:
+    from rev.chapters.assignment.seeds import save_spread, seed_spread
+
+    runs = {"run1_baseline": [{"final_val_loss": v} for v in base],
+            "run2_reversible_same_batch": [{"final_val_loss": v} for v in rev]}
+    save_spread(PROFILE, root, seed_spread(runs))
+
+
+def test_the_seed_spread_turns_the_loss_and_spent_verdicts(tmp_path):
+    # run 2 (4.51) vs run 1 (4.5) one seed each: within the fixed 0.02 tie; run 4 at 4.45 "pays" by 0.06 on depth
+    root = _results(tmp_path, _steady(1000), _steady(700), deep_val=4.45)
+    one = _headline(root)
+    assert "one seed each: kept, within the 0.02 nats" in one["Loss"] and "it paid on depth" in one["Spent"]
+    # three seeds where run 2 is steadily 0.1 higher: the loss is not kept; seeds spread 0.05: a 0.06 gain is a tie
+    _seeds_file(root, [4.50, 4.55, 4.45], [4.60, 4.65, 4.55])
+    three = _headline(root)
+    assert "over 3 seeds the mean difference is +0.100 nats" in three["Loss"]
+    assert "not kept: higher on average beyond the seeds' spread" in three["Loss"]
+    assert "neither spending beat" in three["Spent"] and "the seed tie measured on runs 1 and 2 over 3 seeds" \
+        in three["Spent"]
+    assert any("Runs 1 and 2 trained on 3 seeds" in line for line in limits(load_runs(root, PROFILE)))

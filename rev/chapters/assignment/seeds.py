@@ -1,0 +1,142 @@
+"""Notebook 05: how far do runs 1 and 2 move with the seed? The spread that sets what one seed can decide.
+
+A main-run verdict compares two runs of one seed each. Whether a gap of 0.05 nats is a win or noise depends on how
+far a run's final loss moves when only the seed changes (its initial weights and its data order). So runs 1 and 2
+are trained again at seeds 1 .. n-1 (`Profile.seeds`; seed 0 is the main runs themselves), under
+``results/<profile>/seeds/``, and:
+
+* the effect of run 2 against run 1 is the mean of the paired per-seed differences, with its 95% t interval (at
+  3 seeds the interval is 2.48 standard deviations of the differences wide on each side, so only a gap steady
+  across seeds is resolved);
+* the *seed spread* sigma is the pooled standard deviation of one run's final loss within each arm, and the tie
+  margin for two single-seed runs is the 95% half-width of their difference, t * sqrt(2) * sigma: a gap inside it
+  could come from the seeds alone. The report uses it for its single-seed verdicts (runs 3 and 4).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ...engine.files import read_json, write_json
+from ...engine.profiles import ProfileLike, get_profile
+from ...engine.stats import LEVEL, mean_interval, t_quantile
+from ..screening.rule import LOSS_TIE
+from ..shared.results import SEEDS_FILE  # under results/<profile>/: the losses, the effect's interval, the seed tie
+from ..shared.runs import finished_run, profile_dir, train_run
+
+SEEDS_DIR = "seeds"          # under results/<profile>/: the replicas, one folder per run and seed
+ARMS = {"run1_baseline": "baseline", "run2_reversible_same_batch": "reversible"}
+
+
+def replica_name(run: str, seed: int) -> str:
+    """The folder (under results/<profile>/) of `run` trained again at `seed`; seed 0 is the main run itself."""
+    return run if seed == 0 else f"{SEEDS_DIR}/{run}_seed{seed}"
+
+
+def train_replicas(profile: ProfileLike, results: str | Path, data_dir: str | Path, chosen: dict,
+                   progress: bool = True) -> dict[str, list[dict]]:
+    """Runs 1 and 2 at every seed the profile asks for ({run: [summary per seed, seed 0 first]}): seed 0 is read
+    from the main runs, the others are trained (or reused when an earlier execution finished them)."""
+    prof = get_profile(profile)
+    if prof.seeds < 1:
+        raise ValueError(f"profile {prof.name!r} has seeds={prof.seeds}: it needs at least 1 (the main runs)")
+    kwargs = {"run1_baseline": {"trunk": "residual"}, "run2_reversible_same_batch": dict(chosen)}
+    out: dict[str, list[dict]] = {}
+    for run, kw in kwargs.items():
+        main = finished_run(prof, results, run)
+        if main is None:
+            raise FileNotFoundError(f"{run} has not finished under {profile_dir(results, prof)}: run notebooks 04 and "
+                                    f"05 first (the replicas repeat it at other seeds)")
+        out[run] = [main] + [train_run(replica_name(run, s), prof, results, data_dir, seed=s, progress=progress, **kw)
+                             for s in range(1, prof.seeds)]
+    return out
+
+
+def seed_spread(runs: dict[str, list[dict]], level: float = LEVEL) -> dict:
+    """From {run: [summary per seed]} (runs 1 and 2, seeds paired by position): each arm's final losses, the paired
+    differences run 2 - run 1 with their mean and t interval, the pooled seed spread of one run's loss and the tie
+    margin it implies for two single-seed runs. With one seed only the losses and the difference are given."""
+    base, rev = (np.array([r["final_val_loss"] for r in runs[k]], float) for k in ARMS)
+    if len(base) != len(rev):
+        raise ValueError(f"runs 1 and 2 have {len(base)} and {len(rev)} seeds: the differences pair them by seed")
+    diff = rev - base
+    out = {"seeds": len(base), "level": level, "baseline": base.tolist(), "reversible": rev.tolist(),
+           "diff": diff.tolist(), "diff_mean": float(diff.mean())}
+    if len(base) < 2:
+        return out
+    mean, lo, hi = mean_interval(diff, level)
+    sd = math.sqrt((base.var(ddof=1) + rev.var(ddof=1)) / 2)   # pooled over both arms: 2(n-1) degrees of freedom
+    tie = t_quantile(0.5 + level / 2, 2 * (len(base) - 1)) * math.sqrt(2) * sd
+    return out | {"diff_lo": lo, "diff_hi": hi, "sd": sd, "tie": tie,
+                  "same_sign": bool((diff < 0).all() or (diff > 0).all())}
+
+
+def save_spread(profile: ProfileLike, results: str | Path, spread: dict) -> Path:
+    """Write `seed_spread`'s result where notebook 07 and REPORT.md read it (``results/<profile>/seeds.json``)."""
+    path = profile_dir(results, profile) / SEEDS_FILE
+    write_json(path, spread)
+    return path
+
+
+def load_spread(profile_folder: str | Path) -> dict | None:
+    """The saved seed spread of a profile's results folder, or None when notebook 05 did not measure it."""
+    path = Path(profile_folder) / SEEDS_FILE
+    return read_json(path) if path.is_file() else None
+
+
+def seed_tie(spread: dict | None) -> tuple[float, str]:
+    """(tie margin in nats, where it comes from) for a comparison of two single-seed runs: the measured seed tie
+    when there are at least 2 seeds, else the screening's fixed `LOSS_TIE`, said to be a fixed constant."""
+    if spread and spread.get("tie") is not None:
+        return spread["tie"], f"the seed tie measured on runs 1 and 2 over {spread['seeds']} seeds"
+    return LOSS_TIE, "the screening's fixed tie (no seed spread was measured)"
+
+
+def spread_finding(spread: dict) -> str:
+    """What the seeds say, in words: the effect with its interval and whether it holds on every seed, the spread of
+    one run, and the tie it implies beside the screening's fixed `LOSS_TIE`."""
+    n, d = spread["seeds"], spread["diff"]
+    per_seed = ", ".join(f"{x:+.3f}" for x in d)
+    if n < 2:
+        return (f"One seed only (this profile trains runs 1 and 2 once): run 2 - run 1 = {d[0]:+.3f} nats is a "
+                f"single-seed difference, with no measured spread to call it a win or a tie.")
+    lo, hi = spread["diff_lo"], spread["diff_hi"]
+    resolved = lo > 0 or hi < 0
+    effect = (f"run 2 - run 1 = {spread['diff_mean']:+.3f} nats on average over {n} seeds (per seed {per_seed}; "
+              f"{spread['level']:.0%} t interval {lo:+.3f} to {hi:+.3f}): "
+              + (f"the reversible run is {'lower' if hi < 0 else 'higher'} beyond the seeds' spread"
+                 if resolved else "the interval holds 0, so these seeds do not separate the two runs")
+              + ("" if spread["same_sign"] else "; the sign changes from seed to seed") + ".")
+    wider = spread["tie"] > LOSS_TIE
+    tie = (f"One run's final loss moves by sigma = {spread['sd']:.3f} nats from seed to seed (pooled over both arms), "
+           f"so two single-seed runs differ by up to {spread['tie']:.3f} nats by chance alone ({spread['level']:.0%}): "
+           f"that is the tie margin the report applies to its single-seed verdicts. The screening's fixed tie of "
+           f"{LOSS_TIE} nats is {'narrower' if wider else 'wider'} than this"
+           + (", so a screening gap it calls a win can be seed noise at the full budget." if wider else "."))
+    return f"- {effect}\n- {tie}"
+
+
+def plot_seeds(spread: dict):
+    """Each seed's final validation loss, run 1 and run 2 side by side and joined (a line per seed), with the
+    mean difference's interval in the title: the picture of a paired comparison."""
+    import matplotlib.pyplot as plt
+
+    from ..shared.palette import run_colour
+
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    for s, (b, r) in enumerate(zip(spread["baseline"], spread["reversible"])):
+        ax.plot([0, 1], [b, r], "-", color="0.6", lw=1, zorder=1)
+        ax.annotate(f"seed {s}", (1, r), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
+    for x, arm, run in ((0, "baseline", "run1_baseline"), (1, "reversible", "run2_reversible_same_batch")):
+        ax.scatter([x] * spread["seeds"], spread[arm], color=run_colour(run), zorder=2, s=30)
+    title = f"{spread['seeds']} seeds"
+    if "diff_lo" in spread:
+        title += f": run 2 - run 1 {spread['diff_mean']:+.3f} [{spread['diff_lo']:+.3f}, {spread['diff_hi']:+.3f}]"
+    ax.set(xticks=[0, 1], xticklabels=["run 1\nresidual", "run 2\nreversible"], xlim=(-0.4, 1.6),
+           ylabel="final validation loss (nats)", title=title)
+    ax.title.set_fontsize(9)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
