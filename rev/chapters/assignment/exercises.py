@@ -17,6 +17,7 @@ import numpy as np
 from ...core.model import GPTConfig
 from ...engine.data import TokenData
 from ...engine.maxbatch import MemoryLine, largest_fitting, static_bytes
+from ..shared.exercises import recorded_against
 from .baseline import FASTER, SLOWER, TOO_NOISY, compare_speeds
 
 
@@ -115,17 +116,8 @@ def check_speed_ratio(speed_ratio: Callable[[float], float]) -> str:
 
 
 def predictions_against(guesses: dict[str, float | None], measured: dict[str, float]) -> str:
-    """Exercise 05.2's reading: each recorded prediction beside what was measured (by how much it missed, in
-    percent of the measurement), or a note that it was not recorded before the run (so nothing can be compared)."""
-    lines = []
-    for name, value in measured.items():
-        guess = guesses.get(name)
-        if guess is None:
-            lines.append(f"{name}: measured {value:.2f}; no prediction recorded before the run, so none to check.")
-        else:
-            lines.append(f"{name}: you predicted {guess:.2f}, measured {value:.2f} "
-                         f"({(guess - value) / value:+.0%} of the measurement).")
-    return "\n".join(f"- {line}" for line in lines)
+    """Exercise 05.2's reading: each recorded prediction beside what was measured (`recorded_against`)."""
+    return recorded_against(guesses, measured)
 
 
 def memory_split(summary: dict) -> dict[str, float]:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ...engine.stats import mean_interval
+from ..shared.palette import ARMS
 from ..shared.tables import counted
 from .controller import RankController
 from .experiment import gradient_fidelity, make_digits, new_model, step_peak_bytes
@@ -243,16 +244,17 @@ def comparison_figure(table: pd.DataFrame):
     for ax in axes[:2]:
         ax.set(xticks=[0, 1], xticklabels=["fixed", "controller"], xlim=(-0.3, 1.3))
     logs = table.attrs.get("logs", {})
-    for i, arm in enumerate(("controller", "fixed")):
+    colour = {"controller": ARMS["policy"], "fixed": ARMS["control"]}
+    for arm in ("controller", "fixed"):
         curves = np.array([[r["loss"] for r in logs[s, arm]] for s in c.index if (s, arm) in logs])
         if len(curves):
-            axes[2].plot(curves.mean(0), color=f"C{i}", label=arm)
-            axes[2].fill_between(range(curves.shape[1]), curves.min(0), curves.max(0), color=f"C{i}", alpha=0.15)
+            axes[2].plot(curves.mean(0), color=colour[arm], label=arm)
+            axes[2].fill_between(range(curves.shape[1]), curves.min(0), curves.max(0), color=colour[arm], alpha=0.15)
     axes[2].set(xlabel="step", ylabel="training loss", title="training (mean, range over seeds)")
     axes[2].legend(fontsize=8)
-    axes[3].scatter(c["rank"], c.peak_bytes / 1e6, label="controller (per seed)")
-    axes[3].axhline(f.peak_bytes.mean() / 1e6, color="C1", label=f"fixed, rank {int(f['rank'].iloc[0])}")
-    axes[3].axhline(c.peak_bytes.mean() / 1e6, color="C0", ls="--", label="controller mean")
+    axes[3].scatter(c["rank"], c.peak_bytes / 1e6, color=colour["controller"], label="controller (per seed)")
+    axes[3].axhline(f.peak_bytes.mean() / 1e6, color=colour["fixed"], label=f"fixed, rank {int(f['rank'].iloc[0])}")
+    axes[3].axhline(c.peak_bytes.mean() / 1e6, color=colour["controller"], ls="--", label="controller mean")
     axes[3].set(xlabel="mean rank", ylabel="measured peak (MB)", title="peak memory of one gradient")
     axes[3].legend(fontsize=8)
     for ax in axes:

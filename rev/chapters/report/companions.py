@@ -77,10 +77,10 @@ def _thermo(folder: Path) -> str | None:
                      f"{min(slopes):.2f} to {max(slopes):.2f} in the learning rate ({len(slopes)} cases fitted, "
                      f"{len(every) - len(slopes)} exact to rounding)")
     shock = {k.split("/")[0]: v for k, v in (s.get("verdicts") or {}).items() if k.endswith("over_eta2")}
-    if shock:
+    seeds = (s.get("over_seeds") or {}).get("verdicts") or []
+    if shock and not seeds:   # the one-seed reading, only where no verdict over seeds replaces it
         parts.append("the learning-rate shock's normalised response reads " +
                      ", ".join(f"{k} {v}" for k, v in shock.items()))
-    seeds = (s.get("over_seeds") or {}).get("verdicts") or []
     if seeds:
         agreed = [v for v in seeds if v.get("verdict") not in (None, UNDECIDED)]
         n = max((len(str(v.get("seeds", "")).split()) for v in seeds), default=0)

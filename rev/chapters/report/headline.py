@@ -75,10 +75,8 @@ class SpeedComparison:
     def spread_text(self) -> str:
         if self.interval is None or self.base_q is None or self.rev_q is None:
             return "no per-step timings recorded, so no spread to judge the difference by"
-        lo, hi = self.interval
-        return (f"interquartile range per step {self.rev_q[0]:,.0f}-{self.rev_q[2]:,.0f} against "
-                f"{self.base_q[0]:,.0f}-{self.base_q[2]:,.0f} tokens/s; difference of the median steps, 95% "
-                f"bootstrap interval {lo:+,.0f} to {hi:+,.0f} tokens/s")
+        lo, hi = self.interval   # the statistic the verdict reads; the steps' own spread is in the throughput figure
+        return f"median steps' difference {lo:+,.0f} to {hi:+,.0f} tokens/s, 95% bootstrap interval"
 
 
 def _median_step_interval(base: pd.Series, rev: pd.Series) -> tuple[float, float] | None:
@@ -221,10 +219,9 @@ def batch_bought(base: pd.Series | None, big: pd.Series | None) -> str:
     if not parts:
         return ""
     k = number(big["batch_size"]) / number(base["batch_size"])
-    return (" What the batch bought: " + "; ".join(parts) + f". On a GPU whose step time barely grows with the "
-            f"batch, a step of run 3 would cost about one of run 1's, so its time per token would fall up to "
-            f"{k:.1f}x, provided the step runs its batch in slices large enough to keep the GPU busy (the fewest "
-            f"the memory allows: `rev.engine.slicing`; gpucheck times it) -- not measured here.")
+    return (" What the batch bought: " + "; ".join(parts) + f". *Not measured:* on a GPU whose step time barely "
+            f"grows with the batch, run 3's time per token would fall up to {k:.1f}x, if its batch slices keep the "
+            f"GPU busy (`python -m rev gpucheck` times them).")
 
 
 def throughput_line(base: pd.Series | None, rev: pd.Series | None) -> str:

@@ -26,7 +26,7 @@ from ...engine.files import swap_in, write_text
 from ...engine.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
 from ..shared.tables import MISSING, counted, format_number, header, tidy
-from ..screening.rule import LOSS_TIE
+from ..assignment.seeds import seed_tie
 from .companions import companion_findings
 from .qualifiers import recon_sentence, stream_confounds
 from ..assignment.takeaways import stalled_start
@@ -80,19 +80,22 @@ def format_headline(h: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+# what a reader scans a runs table for (the training loss and wall seconds are in each run's summary.json)
 _RUN_COLUMNS = {"run": "run", "trunk": "trunk", "h": "h", "stream": "stream", "n_layer": "layers",
-                "batch_size": "batch", "tokens": "tokens", "final_train_loss": "train loss",
-                "final_val_loss": "val loss", "tokens_per_s": "tokens/s", "peak_memory_mib": "peak MiB",
-                "reconstruction_error": "recon. error", "wall_s": "wall s", "status": "status", "device": "device"}
+                "batch_size": "batch", "tokens": "tokens", "final_val_loss": "val loss", "tokens_per_s": "tokens/s",
+                "peak_memory_mib": "peak MiB", "reconstruction_error": "recon. error", "status": "status",
+                "device": "device"}
 
 
 def runs_table(df: pd.DataFrame) -> pd.DataFrame:
     """The per-run table shown in the report (`tables.tidy`: whole numbers as integers, 4 significant figures);
     the status and device columns only where they differ between the runs (the report's first line names the
-    device, and "complete" on every row says nothing)."""
+    device, and "complete" on every row says nothing), and layers, batch and tokens likewise where several rows
+    share one value (the screening's)."""
     out = pd.DataFrame({name: (df[c].tolist() if c in df else [None] * len(df)) for c, name in _RUN_COLUMNS.items()})
-    for c in ("status", "device"):
-        if len(out) and out[c].astype(str).nunique() <= 1:
+    for c in ("status", "device", "layers", "batch", "tokens"):   # a column the same on every row says nothing
+        same = len(out) and out[c].astype(str).nunique() <= 1
+        if same and (c in ("status", "device") or len(out) > 1):   # a single row keeps its geometry
             out = out.drop(columns=c)
     if "chosen" in df and df["chosen"].any():
         out["run"] = [f"{r} (chosen)" if ch else r for r, ch in zip(out["run"], df["chosen"])]
@@ -229,8 +232,7 @@ def _finding_unigram(df: pd.DataFrame) -> str | None:
     ended = [(r, float(r["final_val_loss"])) for _, r in main_runs(df).iterrows()
              if number(r.get("final_val_loss")) is not None]
     out = (f"A context-free model, predicting every token by its training frequency, scores {u:.3f} nats on "
-           "the validation split; the runs end at " + ", ".join(f"{r['label']} {v:.3f}" for r, v in ended)
-           + ". Only what lies below that line comes from reading context.")
+           "the validation split: only what a run ends below that line comes from reading context.")
     near = [r for r, v in ended if v > u - UNIGRAM_MARGIN]
     if near:   # one sentence for all of them: the same lesson, said once
         each = ", ".join(f"{r['label']} ({r['run']}, {int(r['steps']):,} steps)" if number(r.get("steps")) else
@@ -300,20 +302,19 @@ def _finding_streams(df: pd.DataFrame) -> str | None:
 
 
 def _finding_max_batch_views(df: pd.DataFrame) -> str | None:
+    """What the equal-tokens / equal-steps table does not say by itself: the steps the runs took, and which ended
+    on or above the context-free line (positive "below context free" = below it)."""
     v = max_batch_views(df)
     if len(v) < 2:
         return None
-    at = lambda col: ", ".join(f"{r['run']} {format_value(r[col], '{:.3f}')}" for _, r in v.iterrows())  # noqa: E731
+    out = f"The max-batch runs took {v['steps'].min():,.0f} to {v['steps'].max():,.0f} optimizer steps"
+    above = v[v["below_context_free"].notna() & (v["below_context_free"] <= 0)]
+    if len(above):
+        each = ", ".join(f"{r['run']} {-r['below_context_free']:.3f} nats above it" for _, r in above.iterrows())
+        return out + f"; ended on or above the context-free line: {each}."
     below = v["below_context_free"].dropna()
-    out = (f"The max-batch runs took {v['steps'].min():,.0f} to {v['steps'].max():,.0f} optimizer steps. At equal "
-           f"tokens ({v['equal_tokens'].iloc[0]:,}) their validation losses were {at('val_loss_at_equal_tokens')}; "
-           f"at equal steps ({v['equal_steps'].iloc[0]:,}, where the larger batches had seen more tokens): "
-           f"{at('val_loss_at_equal_steps')}.")
-    if len(below):
-        out += (f" They ended {below.min():.3f} to {below.max():.3f} nats below the context-free line"
-                if below.min() > 0 else
-                f" At least one ended above or on the context-free line ({below.min():+.3f} nats below it)") + "."
-    return out
+    return out + (f"; all ended {below.min():.3f} to {below.max():.3f} nats below the context-free line."
+                  if len(below) else ".")
 
 
 def _finding_screening_held(df: pd.DataFrame) -> str | None:
@@ -323,9 +324,10 @@ def _finding_screening_held(df: pd.DataFrame) -> str | None:
     pick, second = t.iloc[0], t.iloc[1]
     name = lambda r: f"{r['trunk']} h={r['h']:g} {r['stream']}"  # noqa: E731
     diff = pick["final_val_loss"] - second["final_val_loss"]
+    tie, source = seed_tie(df.attrs.get("seeds"))   # one seed each: the tie the seed spread implies, where measured
     verdict = ("held: the pick still ended lower" if diff <= 0 else
-               f"held within the rule's tie margin ({LOSS_TIE} nats)" if diff <= LOSS_TIE else
-               "did not hold: the runner-up ended lower, beyond the tie margin")
+               f"held within the tie margin ({tie:.3f} nats, {source})" if diff <= tie else
+               f"did not hold: the runner-up ended lower, beyond the tie margin ({tie:.3f} nats, {source})")
     short = (f" (screening: {format_value(pick['screening_val_loss'], '{:.3f}')} vs "
              f"{format_value(second['screening_val_loss'], '{:.3f}')})")
     return (f"At the full budget ({pick['tokens']:,.0f} tokens) the screening's pick {name(pick)} reached "
@@ -335,8 +337,8 @@ def _finding_screening_held(df: pd.DataFrame) -> str | None:
 
 def findings(df: pd.DataFrame, maxbatch: dict | None = None, beside_headline: bool = False) -> list[str]:
     """Sentences stating what the runs measured; runs that are missing are named instead of guessed. With
-    `beside_headline` (REPORT.md), the sentences its headline and its one table already say are left out: memory,
-    speed and loss at the same batch, the max batch and what it bought, and the published ratios."""
+    `beside_headline` (REPORT.md), the sentences its headline already says are left out: memory, speed and loss at
+    the same batch, the max batch and what it bought; the published ratios stay (the headline does not give them)."""
     mb = maxbatch_of(df, maxbatch)
     if not len(df):
         return [f"No runs found for profile {df.attrs.get('profile', '?')!r} under "
@@ -363,8 +365,7 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None, beside_headline: bo
     out.append(_finding_screening_held(df))
     out.append(_finding_recon(df))
     out.append(_finding_unigram(df))
-    if not said:
-        out.append(_finding_published(df, mb))
+    out.append(_finding_published(df, mb))
     devices = sorted(set(main_runs(df)["device"].dropna().astype(str)))
     if len(devices) > 1:
         out.append(f"Caution: the main runs come from {len(devices)} devices ({'; '.join(devices)}); memory and "
@@ -387,8 +388,9 @@ def _depth_line(df: pd.DataFrame, maxbatch: dict | None) -> str | None:
               if r is not None and number(r["final_val_loss"]) is not None]
     if deep is not None and number(deep["final_val_loss"]) is not None and others:
         d, best = float(deep["final_val_loss"]), min(v for _, v in others)
-        verdict = ("the lowest of them" if d < best else
-                   f"within the {LOSS_TIE}-nat tie margin of the best, a tie" if d - best <= LOSS_TIE else
+        tie, source = seed_tie(df.attrs.get("seeds"))
+        verdict = (f"the lowest of them by more than the {tie:.3f}-nat tie ({source})" if d < best - tie else
+                   f"within the {tie:.3f}-nat tie margin of the best ({source}), a tie" if d - best <= tie else
                    "higher: depth did not pay on this budget")
         out += (f"; the deep run ended at {d:.3f} against " + ", ".join(f"{lab} {v:.3f}" for lab, v in others)
                 + f": {verdict}")
@@ -483,34 +485,35 @@ _SIGNED = {"below_context_free": "{:+.3f}"}
 SECTIONS = ("views", "streams", "heads", "screening")
 
 
-def assignment_sections(df: pd.DataFrame, parts: tuple[str, ...] = SECTIONS, level: int = 2) -> list[str]:
+def assignment_sections(df: pd.DataFrame, parts: tuple[str, ...] = SECTIONS, level: int = 2,
+                        tables: tuple[str, ...] = SECTIONS) -> list[str]:
     """REPORT.md's sections (Markdown lines) on the max-batch runs (both views), run 3b, the loss-head ablation
-    and the screening's runner-up, those named in `parts`, with headings of `level`: each table with the finding
-    computed from it; a section whose runs are absent is left out."""
+    and the screening's runner-up, those named in `parts`, with headings of `level`: each finding computed from
+    its table, and the table itself for the parts named in `tables` (REPORT.md leaves out those whose rows its
+    runs table or a figure shows already); a section whose runs are absent is left out."""
     h = "#" * level
     lines: list[str] = []
+    table = lambda part, t: [markdown_table(t), ""] if part in tables else []  # noqa: E731
     views = max_batch_views(df) if "views" in parts else []
     if len(views):
-        lines += [f"{h} Max-batch runs: equal tokens and equal steps", "",
-                  markdown_table(text_table(views, _SIGNED)), "",
+        lines += [f"{h} Max-batch runs: equal tokens and equal steps", "", *table("views", text_table(views, _SIGNED)),
                   f"- {_finding_max_batch_views(df) or 'Only one max-batch run is present.'}", ""]
     streams = stream_runs(df) if "streams" in parts else []
     if len(streams):
-        t = text_table(streams)
+        t = text_table(streams.drop(columns="why"))   # the reason is said once, in the finding, where it is not "reliable"
         t["reliable"] = ["—" if v is None else ("yes" if v else "NO") for v in streams["reliable"]]
-        lines += [f"{h} Run 3b: one reversible trunk, two streams, each at its max batch", "", markdown_table(t), "",
+        lines += [f"{h} Run 3b: one reversible trunk, two streams, each at its max batch", "", *table("streams", t),
                   f"- {_finding_streams(df) or 'Run 3b is not present yet (notebook 06).'}", ""]
     heads = loss_head_table(df.attrs.get("loss_heads") if "heads" in parts else None)
     if len(heads):
         budget = (df.attrs.get("loss_heads") or {}).get("budget_bytes")
         under = f" under {budget / MIB:,.0f} MiB" if budget else ""
-        lines += [f"{h} Loss-head ablation: max batch by loss head{under}",
-                  "", markdown_table(text_table(heads)), "",
+        lines += [f"{h} Loss-head ablation: max batch by loss head{under}", "", *table("heads", text_table(heads)),
                   f"- {loss_head_finding(df.attrs.get('loss_heads')) or 'Not every head was searched.'}", ""]
     check = screening_check(df) if "screening" in parts else []
     if len(check) == 2:
-        lines += [f"{h} Did the screening's choice hold at the full budget?", "",
-                  markdown_table(text_table(check)), "", f"- {_finding_screening_held(df)}", ""]
+        lines += [f"{h} Did the screening's choice hold at the full budget?", "", *table("screening", text_table(check)),
+                  f"- {_finding_screening_held(df)}", ""]
     return lines
 
 
@@ -526,21 +529,20 @@ def _bullets(lines: list[str]) -> list[str]:
 
 
 def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd.DataFrame | None = None) -> str:
-    """The text of REPORT.md (figures referenced as plots/<name>.png): the headline in four computed lines, the
-    evidence (tables, findings, figures), what the companion chapters found, what this machine could not measure.
+    """The text of REPORT.md (figures referenced as plots/<name>.png): the headline in computed lines, the
+    evidence (findings, tables, figures), what the companion chapters found, what this machine could not measure.
     No paragraph appears twice: a finding shown under its own table is left out of the list of findings."""
     mb = maxbatch_of(df, maxbatch)
     profile = df.attrs.get("profile", "?")
     devices = sorted(set(df["device"].dropna().astype(str))) if len(df) else []
-    sections = assignment_sections(df, level=3)
+    sections = assignment_sections(df, level=3, tables=("views",))   # the others' rows are in the runs table
     under_tables = {line[2:] for line in sections if line.startswith("- ")}
     lines = [f"# Report: profile `{profile}`", "",
              f"Every number below was measured by the runs in `{profile}/` "
-             f"({', '.join(devices) if devices else 'no runs yet'}), except the table labelled "
-             f"*{PUBLISHED_SOURCE}*. Corpus: {corpus_used(df)}.", "",
+             f"({', '.join(devices) if devices else 'no runs yet'}), except the figures marked "
+             f"*published* ({PUBLISHED_SOURCE}). Corpus: {corpus_used(df)}.", "",
              "## Headline", "", *_bullets(headline_lines(df, mb)),
-             "## The evidence", "", "### The comparisons in one table", "",
-             markdown_table(format_headline(headline(df, mb))), "",
+             "## The evidence", "",   # the headline's numbers are not tabled again: notebook 07 shows that table
              "### Findings", "", *_bullets([s for s in findings(df, mb, beside_headline=True) if s not in under_tables]),
              "### Runs", "", markdown_table(runs_table(main_runs(df))) if len(main_runs(df)) else "No main runs.", ""]
     scr = df[df["screening"]]
@@ -549,9 +551,7 @@ def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd
     if mb:
         lines += ["### Max batch", "", markdown_table(maxbatch_table(mb)), ""]
     lines += sections
-    lines += [f"### Published reference ({PUBLISHED_SOURCE})", "",
-              "Figures published for the reference implementation, not measured here: compare the ratios, "
-              "not the absolute numbers.", "", markdown_table(_published_text()), "", "### Figures", ""]
+    lines += ["### Figures", ""]
     for stem, title in _FIGURES + (_LOSS_HEAD_FIGURE if df.attrs.get("loss_heads") else []):
         lines += [f"#### {title}", "", f"![{title}]({PLOTS_DIR}/{stem}.png)", ""]
     if all_runs is not None and all_runs["profile"].nunique() > 1:

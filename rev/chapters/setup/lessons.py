@@ -112,3 +112,36 @@ def takeaways(prof: Profile, data: TokenData, used: str, device: torch.device, d
         f"({math.log(data.vocab_size):.2f} for a uniform guess).",
         load_line,
     ])
+
+
+def plot_token_frequencies(data: TokenData, top_words: int = 4):
+    """The lines to beat, as a picture: each token's share of the training split against its frequency rank
+    (log-log), beside the flat line of the uniform guess. The gap between the two curves is what the context-free
+    model wins over ln V: the counts alone, before any context. The most frequent tokens are labelled."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ..shared.palette import OTHER, RUNS
+
+    vocab = data.vocab_size
+    counts = np.bincount(data.array("train"), minlength=vocab)[:vocab].astype(np.float64)
+    order = np.argsort(-counts)
+    share = counts[order] / counts.sum()
+    seen = share > 0
+    rank = np.arange(1, vocab + 1)
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    ax.loglog(rank[seen], share[seen], ".", ms=3, color=RUNS["run1_baseline"], label="training tokens, by rank")
+    ax.axhline(1 / vocab, color=OTHER, ls="--", lw=1, label=f"uniform guess: 1/V = 1/{vocab:,}")
+    for r in range(min(top_words, int(seen.sum()))):
+        word = data.decode([int(order[r])]).replace("\n", "\\n") or "?"
+        ax.annotate(repr(word), (r + 1, share[r]), xytext=(5, 6 if r % 2 else -10), textcoords="offset points",
+                    fontsize=7)  # alternate above and below: neighbouring ranks sit close on a log axis
+    unseen = vocab - int(seen.sum())
+    ax.set(xlabel="frequency rank", ylabel="share of the training tokens",
+           title=f"{data.n_tokens('train'):,} training tokens over a vocabulary of {vocab:,}"
+                 + (f" ({unseen:,} never occur)" if unseen else ""))
+    ax.title.set_fontsize(9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig

@@ -3,7 +3,9 @@ notebook to notebook.
 
 Families, so that no colour means two kinds of thing: blues for the residual baseline, warm colours (reds,
 oranges, browns) for reversible runs and integrators, grey for the screening's and other short runs, and cool
-colours that no run uses for the streams (fp32 / fp64 / fixed) and for a backward (stored / rebuilt).
+colours that no run uses for the streams (fp32 / fp64 / fixed) and for a backward (stored / rebuilt); the
+companion chapters' arms (a policy under test, its fixed control, a shocked learning rate) take hues of their own,
+and ordered sweeps a sequential map.
 """
 from __future__ import annotations
 
@@ -18,6 +20,21 @@ INTEGRATORS = {"residual": "#1f77b4", "euler": "#1f77b4", "midpoint": "#a63603",
 STREAMS = {"fp32": "#7570b3", "fp64": "#1b9e77", "fixed": "#66a61e"}
 BACKWARDS = {"stored": "#525252", "rebuilt": "#d62728"}
 OTHER = "#7f7f7f"
+# the companion chapters' arms (08, 09, 09b), in hues no run, trunk or stream uses: the policy under test (the
+# adaptive checkpointing policy, the rank controller), its fixed control (fixed spacing, fixed rank, the unshocked
+# run: cyan is always "the control"), and 08's shocked arms (learning rate raised / lowered)
+ARMS = {"policy": "#e6ab02", "control": "#17becf", "raised": "#ae017e", "lowered": "#253494"}
+# several measurements of one quantity in one panel (08's four potentials): told apart by marker too
+MEASURES = ("#4d4d4d", "#ae017e", "#e6ab02", "#17becf")
+
+
+def sweep_colours(n: int) -> list[str]:
+    """`n` colours along one ordered axis (a sweep of eta, of depth): a sequential map, so order reads as order
+    and no colour claims a run's or a trunk's meaning."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    return [matplotlib.colors.to_hex(cmap(0.1 + 0.75 * i / max(1, n - 1))) for i in range(n)]
 
 
 def run_colour(run: str) -> str:

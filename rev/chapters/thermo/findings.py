@@ -19,6 +19,7 @@ import pandas as pd
 
 from rev.engine.files import write_text
 
+from ..shared.palette import ARMS, MEASURES as MEASURE_COLOURS, sweep_colours
 from .defect import coupling
 from .seeds import MEASURES, UNDECIDED, ShockRuns, claim_status, measure_series
 from .shock import CONVERGED_FACTOR, fluctuation_verdict, noise_floor, windowed_variance
@@ -34,7 +35,7 @@ def plot_coupling(table: pd.DataFrame) -> plt.Figure:
     kk = np.linspace(-4.2, 10.2, 300)
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     ax.plot(kk, [coupling(k) for k in kk], color="0.6", label=r"$g(k) = (1-2^{-k})/4$")
-    ax.plot(table.k, table.g_measured, "o", color="C3", label=r"measured by step-halving")
+    ax.plot(table.k, table.g_measured, "o", color=MEASURE_COLOURS[1], label=r"measured by step-halving")
     ax.axhline(0.25, ls=":", color="k", lw=1, label="fixed point 1/4 (continuum limit)")
     ax.set_ylim(-4.2, 0.6)
     ax.set_xlabel("k  (step = eta 2^-k;  k < 0: coarse-graining)")
@@ -48,7 +49,7 @@ def plot_coupling(table: pd.DataFrame) -> plt.Figure:
 def plot_error_slopes(sweep: pd.DataFrame, slopes: pd.DataFrame, problems: Sequence[str]) -> plt.Figure:
     """Relative error of every potential against eta, one panel per problem, with a slope-1 guide."""
     fig, axes = plt.subplots(1, len(problems), figsize=(13, 3.8), sharey=True)
-    styles = dict(DE=("C0", "o"), TA=("C1", "s"), TR=("C2", "^"), ST=("C3", "D"))
+    styles = dict(zip(("DE", "TA", "TR", "ST"), zip(MEASURE_COLOURS, ("o", "s", "^", "D"))))
     for ax, name in zip(np.atleast_1d(axes), problems):
         df = sweep[sweep.problem == name]
         for pot, (c, mk) in styles.items():
@@ -71,7 +72,7 @@ def plot_error_slopes(sweep: pd.DataFrame, slopes: pd.DataFrame, problems: Seque
 def plot_drift(runs: dict[float, dict[str, np.ndarray]]) -> plt.Figure:
     """log D(t)/D(0) under GD, the modified flow and gradient flow, for the `balance_drift` runs by eta."""
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    for (eta, r), c in zip(runs.items(), ["C3", "C1", "C0", "C2", "C4"]):
+    for (eta, r), c in zip(runs.items(), sweep_colours(len(runs))):
         ax.plot(r["time"], np.log(r["d_gd"] / r["d_gd"][0]), color=c, label=f"GD, eta={eta:g}")
         ax.plot(r["time"], np.log(r["d_pred"] / r["d_pred"][0]), ls="--", color="k", lw=0.8)
         ax.plot(r["time"], np.log(r["d_flow"] / r["d_flow"][0]), ls=":", color="0.5")
@@ -85,10 +86,14 @@ def plot_drift(runs: dict[float, dict[str, np.ndarray]]) -> plt.Figure:
     return fig
 
 
+# the shock arms by learning-rate factor: label and colour (`rev.chapters.shared.palette.ARMS`)
+ARM_STYLE = {5.0: ("LR x5", ARMS["raised"]), 0.2: ("LR /5", ARMS["lowered"]), 1.0: ("control", ARMS["control"])}
+
+
 def plot_shock(shock: dict[str, dict[float, pd.DataFrame]], sizes: FluctuationSizes) -> plt.Figure:
     """Loss, windowed variance of |dtheta| and of |dtheta|/eta per arm, one column per model."""
-    labels = {5.0: "LR x5", 0.2: "LR /5", 1.0: "control"}
-    colors = {5.0: "C3", 0.2: "C0", 1.0: "0.4"}
+    labels = {f: label for f, (label, _) in ARM_STYLE.items()}
+    colors = {f: colour for f, (_, colour) in ARM_STYLE.items()}
     brk = (sizes.change_step,)
     fig, axes = plt.subplots(3, len(shock), figsize=(12, 8.5), sharex=True, squeeze=False)
     for j, (kind, runs) in enumerate(shock.items()):
@@ -108,9 +113,6 @@ def plot_shock(shock: dict[str, dict[float, pd.DataFrame]], sizes: FluctuationSi
     axes[2, 0].set_ylabel("windowed var |dtheta| / eta^2")
     fig.tight_layout()
     return fig
-
-
-ARM_STYLE = {5.0: ("LR x5", "C3"), 0.2: ("LR /5", "C0"), 1.0: ("control", "0.4")}
 
 
 def plot_shock_seeds(runs: ShockRuns, sizes: FluctuationSizes, measures: Sequence[str] = tuple(MEASURES),

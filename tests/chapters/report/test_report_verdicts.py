@@ -312,7 +312,7 @@ def test_the_batch_line_says_what_the_batch_bought_at_equal_steps_tokens_and_sec
     assert "at equal optimizer steps (8) run 3's validation loss is 4.700 against run 1's 5.700 (-1.000 nats)" in batch
     # equal tokens: both reached 8 * 40 * SEQ tokens, run 1 at its end (4.5)
     assert "4.700 against 4.500 (+0.200)" in batch
-    assert "2,000 tokens/s against 1,000" in batch and "up to 5.0x" in batch and "not measured here" in batch
+    assert "2,000 tokens/s against 1,000" in batch and "up to 5.0x" in batch and "*Not measured:* on a GPU" in batch
 
 
 def test_without_an_evaluation_at_run_1s_tokens_the_batch_line_gives_a_bound(tmp_path):
@@ -343,6 +343,8 @@ def test_the_seed_spread_turns_the_loss_and_spent_verdicts(tmp_path):
     root = _results(tmp_path, _steady(1000), _steady(700), deep_val=4.45)
     one = _headline(root)
     assert "one seed each: kept, within the 0.02 nats" in one["Loss"] and "it paid on depth" in one["Spent"]
+    depth = lambda: next(t for t in report.takeaways(load_runs(root, PROFILE)) if t.startswith("**Depth**"))  # noqa: E731
+    assert "the lowest of them by more than the 0.020-nat tie" in depth()
     # three seeds where run 2 is steadily 0.1 higher: the loss is not kept; seeds spread 0.05: a 0.06 gain is a tie
     _seeds_file(root, [4.50, 4.55, 4.45], [4.60, 4.65, 4.55])
     three = _headline(root)
@@ -351,3 +353,13 @@ def test_the_seed_spread_turns_the_loss_and_spent_verdicts(tmp_path):
     assert "neither spending beat" in three["Spent"] and "the seed tie measured on runs 1 and 2 over 3 seeds" \
         in three["Spent"]
     assert any("Runs 1 and 2 trained on 3 seeds" in line for line in limits(load_runs(root, PROFILE)))
+    assert "within the 0.196-nat tie margin of the best (the seed tie measured" in depth()
+
+
+def test_report_tables_the_headline_numbers_nowhere_else_and_drops_columns_that_say_nothing(tmp_path):
+    text = report.report_markdown(load_runs(_results(tmp_path, _steady(1000), _steady(700)), PROFILE))
+    assert "### The comparisons in one table" not in text and "### Published reference" not in text
+    # the published ratios, once, in one sentence (the headline does not give them)
+    assert text.count("published 0.36x") == 1 and "| peak memory" not in text
+    runs = text.split("### Runs")[1].split("###")[0]
+    assert "train loss" not in runs and "wall s" not in runs and "| layers |" in runs   # layers differ (run 4)

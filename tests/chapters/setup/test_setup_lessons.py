@@ -51,3 +51,19 @@ def test_takeaways_say_what_load_refused(tiny):
     assert "ACCEPTED 1 of 3 mix-ups it should refuse: b" in text and "refused all" not in text
     reach = setup.token_reach(tiny)
     assert f"{reach['words per token']:.2f} of a" in text and reach["a token covers"] in text
+
+
+def test_the_frequency_figure_ranks_the_counts_and_draws_the_uniform_share(tiny):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig = setup.plot_token_frequencies(tiny)
+    dots, uniform = fig.axes[0].get_lines()[:2]
+    share = dots.get_ydata()
+    counts = np.bincount(tiny.array("train"), minlength=tiny.vocab_size)[:tiny.vocab_size]
+    assert np.all(np.diff(share) <= 0) and share[0] == pytest.approx(counts.max() / counts.sum())
+    assert uniform.get_ydata()[0] == pytest.approx(1 / tiny.vocab_size)
+    plt.close(fig)

@@ -67,3 +67,31 @@ def test_report_losses_and_exactness_are_dots_on_axes_that_tell_the_truth():
     hollow = [ln for ln in ax.get_lines() if ln.get_markerfacecolor() == "white"]
     assert len(hollow) == 1 and hollow[0].get_ydata()[0] == ax.get_ylim()[0] * 2
     plt.close(fig)
+
+
+def test_companion_arms_have_hues_no_run_trunk_or_stream_uses_and_cyan_is_always_the_control():
+    taken = (set(palette.RUNS.values()) | set(palette.INTEGRATORS.values()) | set(palette.STREAMS.values())
+             | set(palette.BACKWARDS.values()) | {palette.SCREENING, palette.OTHER})
+    assert not set(palette.ARMS.values()) & taken and len(set(palette.ARMS.values())) == len(palette.ARMS)
+    from rev.chapters.adaptive.findings import variant_colour
+    from rev.chapters.thermo.findings import ARM_STYLE
+
+    assert variant_colour("fp32 fixed (span 3)") == ARM_STYLE[1.0][1] == palette.ARMS["control"]
+    assert variant_colour("fp32 adaptive") == palette.ARMS["policy"]
+    assert variant_colour("fp64 stream") == palette.STREAMS["fp64"]
+    assert palette.sweep_colours(4) == sorted(set(palette.sweep_colours(4)), key=palette.sweep_colours(4).index)
+
+
+def test_the_rank_controller_figure_draws_its_arms_in_the_arm_colours():
+    import pandas as pd
+
+    from rev.chapters.lowrank import comparison_figure
+
+    rows = [{"seed": s, "arm": a, "rank": 3 + (a == "fixed"), "peak_bytes": 1e6, "grad_rel_err": 0.1,
+             "accuracy": 0.8} for s in range(2) for a in ("controller", "fixed")]
+    table = pd.DataFrame(rows)
+    table.attrs["logs"] = {(s, a): [{"loss": 1.0}, {"loss": 0.5}] for s in range(2) for a in ("controller", "fixed")}
+    fig = comparison_figure(table)
+    by_label = {ln.get_label(): mcolors.to_hex(ln.get_color()) for ln in fig.axes[2].get_lines()}
+    assert by_label == {"controller": palette.ARMS["policy"], "fixed": palette.ARMS["control"]}
+    plt.close(fig)
