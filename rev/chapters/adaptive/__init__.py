@@ -2,7 +2,8 @@
 stream kept only where they are needed.
 
 A reversible trunk on a float stream rounds on every add and subtract, so walking it backward does not land
-exactly on the states the forward pass went through; on expanding blocks the error grows layer after layer.
+exactly on the states the forward pass went through; where the miss arises (layer after layer, or in one
+ill-conditioned inversion) is measured, not assumed.
 Two remedies change the stream (`fp64`, `fixed`). This chapter builds the third: *measure* how far a round trip
 misses, and keep an exact copy of the stream state at the layer boundaries where it misses too much.
 

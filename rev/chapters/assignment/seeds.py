@@ -28,6 +28,7 @@ from ..shared.runs import finished_run, profile_dir, train_run
 
 SEEDS_DIR = "seeds"          # under results/<profile>/: the replicas, one folder per run and seed
 ARMS = {"run1_baseline": "baseline", "run2_reversible_same_batch": "reversible"}
+FINAL_ONLY = 10 ** 9         # a replica's eval_every: no step but the last is evaluated
 
 
 def replica_name(run: str, seed: int) -> str:
@@ -49,8 +50,9 @@ def train_replicas(profile: ProfileLike, results: str | Path, data_dir: str | Pa
         if main is None:
             raise FileNotFoundError(f"{run} has not finished under {profile_dir(results, prof)}: run notebooks 04 and "
                                     f"05 first (the replicas repeat it at other seeds)")
-        out[run] = [main] + [train_run(replica_name(run, s), prof, results, data_dir, seed=s, progress=progress, **kw)
-                             for s in range(1, prof.seeds)]
+        # a replica is read only for its final validation loss: evaluated once, at its last step (5% of its time)
+        out[run] = [main] + [train_run(replica_name(run, s), prof, results, data_dir, seed=s, progress=progress,
+                                       eval_every=FINAL_ONLY, **kw) for s in range(1, prof.seeds)]
     return out
 
 

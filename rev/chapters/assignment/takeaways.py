@@ -75,10 +75,11 @@ def runs_against_bench(runs: Spread, bench: Spread) -> str:
     return f"The training runs: {runs.text()}, outside the bench's spread: they disagree, because {why}."
 
 
-def loss_verdict(diff: float, a: str, b: str) -> str:
-    """`a`'s loss minus `b`'s, as a verdict: lower, higher, or a tie within `LOSS_TIE` nats."""
-    if abs(diff) <= LOSS_TIE:
-        return f"a tie, within {LOSS_TIE} nats (one seed cannot separate {a} from {b})"
+def loss_verdict(diff: float, a: str, b: str, tie: float = LOSS_TIE) -> str:
+    """`a`'s loss minus `b`'s (one seed each), as a verdict: lower, higher, or a tie within `tie` nats (the
+    screening's fixed `LOSS_TIE`, or the seed tie `seeds.seed_tie` reads off notebook 05's seed spread)."""
+    if abs(diff) <= tie:
+        return f"a tie, within {tie:.3g} nats (one seed cannot separate {a} from {b})"
     return f"{a} {'lost' if diff > 0 else 'won'} by {abs(diff):.3f} nats"
 
 
@@ -216,7 +217,7 @@ def _attribution(run2: dict, twin: dict | None) -> str:
 
 # --- notebook 06: the max batch, depth, spikes ------------------------------------------------------------
 
-def depth_finding(run1: dict, run2: dict | None, run4: dict, deep: MaxDepth) -> str:
+def depth_finding(run1: dict, run2: dict | None, run4: dict, deep: MaxDepth, tie: float = LOSS_TIE) -> str:
     """Run 4 (the reversible trunk made as deep as the baseline's memory allows) against run 2 (the same trunk at
     the profile's depth, same batch and tokens) and against the baseline: did spending the memory on depth pay,
     and what did a token cost."""
@@ -224,18 +225,18 @@ def depth_finding(run1: dict, run2: dict | None, run4: dict, deep: MaxDepth) -> 
     t1, v4, v1 = _equal_tokens(run4, run1)
     head = (f"Spending the memory on depth: run 4 ({deep.n_layer} reversible layers{capped}, in the baseline's memory "
             f"at batch {deep.batch}) reached {v4:.3f} at {t1:,} tokens. Against the baseline's {v1:.3f}: "
-            f"{loss_verdict(v4 - v1, 'the deep run', 'the baseline')}.")
+            f"{loss_verdict(v4 - v1, 'the deep run', 'the baseline', tie)}.")
     if run2 is None:
         return head + " Run 2 (notebook 05, the same trunk at the profile's depth) is not in the results."
     t2, v4b, v2 = _equal_tokens(run4, run2)
     d = v4b - v2
-    if d > LOSS_TIE:
+    if d > tie:
         why = (f"the deeper model lost by {d:.3f} nats: at {t2:,} tokens its extra layers had not paid for "
                f"themselves (depth pays once a budget is large enough to train the layers it adds)")
-    elif d < -LOSS_TIE:
+    elif d < -tie:
         why = f"the deeper model won by {-d:.3f} nats: the saved memory bought a lower loss at the same tokens"
     else:
-        why = f"a tie, within {LOSS_TIE} nats: at this budget the extra layers bought nothing one seed can see"
+        why = f"a tie, within {tie:.3g} nats: at this budget the extra layers bought nothing one seed can see"
     speed = speed_ratio_between(run4, run2)
     cost = "" if speed is None else f" Per token, {speed_verdict(speed, 'run 4', 'run 2')}."
     return (f"{head} Against run 2, the same trunk with {run2['n_layer']} layers, at {v2:.3f}: {why}.{cost}"
@@ -252,7 +253,8 @@ def _horizon_caveat(run2: dict, run4: dict) -> str:
             f"{run4['n_layer'] * h4:g}): depth and horizon changed together, and this one run cannot tell them apart.")
 
 
-def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, run2: dict | None = None) -> str:
+def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, run2: dict | None = None,
+                 tie: float = LOSS_TIE) -> str:
     """Run 3's lesson, computed: at a fixed token budget the larger batch takes fewer steps; what a step bought
     (the equal-steps view, `views` = `max_batch_views(...)`); how much of the gap the trunk could explain
     (run 2 vs run 1 at the same batch); what the larger batch would buy on a GPU (labelled: not measured) and
@@ -263,7 +265,7 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
     d = v3 - v1
     lines = [f"At a fixed token budget a larger batch takes fewer steps: run 3 at batch {b3} took {s3:,} optimizer "
              f"steps, run 1b at batch {b1} took {s1:,} ({s1 / s3:.1f}x as many). At {tokens:,} tokens run 3 is at "
-             f"{v3:.3f}, run 1b at {v1:.3f} ({d:+.3f} nats): {loss_verdict(d, 'the larger batch', 'the smaller')}."]
+             f"{v3:.3f}, run 1b at {v1:.3f} ({d:+.3f} nats): {loss_verdict(d, 'the larger batch', 'the smaller', tie)}."]
     if views is not None and len(views):
         v = views.set_index("run")
         at3, at1 = (number(v.loc[n, "val_loss_at_equal_steps"]) if n in v.index else None
@@ -271,15 +273,15 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
         steps = int(v["equal_steps"].iloc[0])
         if at3 is not None and at1 is not None:
             ds = at3 - at1
-            if ds < -LOSS_TIE:
+            if ds < -tie:
                 what = ("step for step the larger batch was ahead: each of its steps averaged the gradient over more "
                         "sequences, a less noisy step" + ("; it lost at equal tokens for lack of steps, not of data"
-                                                         if d > LOSS_TIE else ""))
-            elif ds > LOSS_TIE:
+                                                         if d > tie else ""))
+            elif ds > tie:
                 what = ("even step for step the larger batch was behind: its extra sequences per step bought "
                         "nothing here")
             else:
-                what = f"step for step the two are a tie (within {LOSS_TIE} nats)"
+                what = f"step for step the two are a tie (within {tie:.3g} nats)"
             lines.append(f"After {steps} steps each: run 3 at {at3:.3f}, run 1b at {at1:.3f} ({ds:+.3f}): {what}.")
         else:
             lines.append(f"After {steps} steps each the logs cannot tell (see the table's note).")
@@ -321,11 +323,11 @@ def _gap_at_equal_tokens(run: dict, ref: dict) -> tuple[int, float, bool] | None
 
 
 def memory_spend_finding(noise_scale: float, run1: dict, run2: dict | None, run3: dict, run4: dict,
-                         deep: MaxDepth) -> str:
+                         deep: MaxDepth, tie: float = LOSS_TIE) -> str:
     """Where the freed memory should go, batch (run 3) or depth (run 4): the noise-scale model's reason first, then
     both runs at equal tokens against the run that differs from each in that one thing, run 2 (the same trunk at
     the profile's batch and depth; run 1 when run 2 is missing, which changes the trunk too), with the same tie
-    margin as every loss verdict (one seed)."""
+    margin `tie` as every loss verdict of one seed each (notebook 06 passes the seed tie notebook 05 measured)."""
     b1, b3 = run1["batch_size"], run3["batch_size"]
     steps_cut = 1 / steps_ratio(b3, b1, noise_scale)      # how many of run 1's steps one of run 3's is worth
     token_cost = tokens_ratio(b3, b1, noise_scale)        # how many of run 1's tokens run 3 needs per one
@@ -344,10 +346,10 @@ def memory_spend_finding(noise_scale: float, run1: dict, run2: dict | None, run3
         return _bullets(lines)
     (t3, d3, bound), (t4, d4, _) = batch, depth
     said = (f"at least {d3:+.3f} nats (it had no evaluation by {t3:,} tokens; its first one came later, on more "
-            f"tokens)" if bound else f"{d3:+.3f} nats, {loss_verdict(d3, 'run 3', short)}")
+            f"tokens)" if bound else f"{d3:+.3f} nats, {loss_verdict(d3, 'run 3', short, tie)}")
     lines.append(f"Measured at equal tokens against {name}, one seed each: the batch (run 3, at {t3:,} tokens) "
-                 f"{said}; the depth (run 4, at {t4:,} tokens) {d4:+.3f} nats, {loss_verdict(d4, 'run 4', short)}.")
-    if d3 - d4 > LOSS_TIE:
+                 f"{said}; the depth (run 4, at {t4:,} tokens) {d4:+.3f} nats, {loss_verdict(d4, 'run 4', short, tie)}.")
+    if d3 - d4 > tie:
         steps3, steps_ref = (t3 * r["steps"] // r["tokens"] for r in (run3, ref))
         why = (f": by then run 3 had taken {steps3:,} steps against {name.split(' (')[0]}'s {steps_ref:,}, and above "
                f"B_noise each of its tokens is worth less (1/{token_cost:.2f} of one at batch {b1} by run 1's B_noise "
@@ -357,10 +359,10 @@ def memory_spend_finding(noise_scale: float, run1: dict, run2: dict | None, run3
                      f"{'at least ' if bound else ''}{d3 - d4:.3f} nats{why}.")
     elif bound:
         lines.append("The bound cannot say which spending was better at a fixed token budget.")
-    elif d4 - d3 > LOSS_TIE:
+    elif d4 - d3 > tie:
         lines.append(f"At a fixed token budget the memory was better spent on batch, by {d4 - d3:.3f} nats.")
     else:
-        lines.append(f"Neither spending beat the other by more than {LOSS_TIE} nats at a fixed token budget.")
+        lines.append(f"Neither spending beat the other by more than {tie:.3g} nats at a fixed token budget.")
     return _bullets(lines)
 
 
@@ -419,7 +421,7 @@ def spike_finding(runs: dict[str, dict]) -> str:
 
 
 def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: MaxDepth,
-                        ablation: dict | None = None) -> str:
+                        ablation: dict | None = None, tie: float = LOSS_TIE) -> str:
     """`runs`: the summaries of run1_baseline, run1b_baseline_maxbatch, run3_reversible_max_batch and
     run4_reversible_deep (and run 3b, `RUN3B`, and run2_reversible_same_batch when they ran), by name;
     `ablation`: `loss_head_ablation`'s result."""
@@ -435,7 +437,7 @@ def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: Max
         f"Under {mb['budget_bytes'] / 2**20:.0f} MiB the reversible trunk fits batch {b_rev} against the "
         f"baseline's {b_base}: {b_rev / b_base:.2f}x.",
         f"At their max batches and {tokens:,} tokens: validation loss {v3:.3f} (reversible) vs {v1b:.3f} (baseline), "
-        f"{loss_verdict(v3 - v1b, 'run 3', 'run 1b')}; the same tokens took {run3['steps']:,} vs "
+        f"{loss_verdict(v3 - v1b, 'run 3', 'run 1b', tie)}; the same tokens took {run3['steps']:,} vs "
         f"{run1b['steps']:,} optimizer steps{unigram}.{speed_text}",
     ]
     stall = stalled_start(run_dir_of(run3), run3.get("unigram_val_loss"), run_dir_of(run1b))

@@ -283,11 +283,10 @@ def _finding_streams(df: pd.DataFrame) -> str | None:
     if len(t) < 2:
         return None
     a, b = t.iloc[0], t.iloc[1]
-    each = "; ".join(f"on {r['stream']} ({r['run']}) batch {r['batch']:.0f}, validation loss "
-                     f"{format_value(r['final_val_loss'], '{:.3f}')}, {format_value(r['tokens_per_s'], '{:,.0f}')} "
-                     f"tokens/s, reconstruction error {format_value(r['reconstruction_error'], '{:.1e}')}"
-                     for _, r in t.iterrows())
-    out = f"{a['trunk']} at its own max batch, {each}."
+    # the runs' batch, speed and exactness are in the runs table: said here only as the comparison needs them
+    each = " and ".join(f"{format_value(r['final_val_loss'], '{:.3f}')} on {r['stream']} ({r['run']})"
+                        for _, r in t.iterrows())
+    out = f"{a['trunk']} at its own max batch: validation loss {each}."
     if a["tokens_per_s"] and b["tokens_per_s"]:
         wide, narrow = (a, b) if a["stream"] != "fp32" else (b, a)
         c = compare_speed(main_run(df, narrow["run"]), main_run(df, wide["run"]))

@@ -82,17 +82,20 @@ def recorded_against(guesses: dict[str, object], measured: dict[str, object]) ->
     """A predict-then-measure exercise's reading, as Markdown bullets: each prediction the learner recorded before
     the measurement beside what was measured. Numbers say by how much they missed (in percent of the measurement),
     anything else (words, lists of boundaries) whether it matched; a guess left at None says that none was recorded, so none can be checked."""
+    def num(v: float) -> str:   # two decimals, or two significant figures below 0.01 (a defect of 1e-7 is not 0.00)
+        return f"{v:.2f}" if v == 0 or abs(v) >= 0.01 else f"{v:.2g}"
+
     lines = []
     for name, value in measured.items():
         guess = guesses.get(name)
-        shown = f"{value:.2f}" if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)
+        shown = num(value) if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)
         if value is None:
             lines.append(f"{name}: not measured here, so your prediction cannot be checked.")
         elif guess is None:
             lines.append(f"{name}: measured {shown}; no prediction recorded before the measurement, so none to check.")
         elif isinstance(value, (int, float)) and isinstance(guess, (int, float)) and not isinstance(value, bool):
             miss = f" ({(guess - value) / value:+.0%} of the measurement)" if value else ""
-            lines.append(f"{name}: you predicted {guess:.2f}, measured {shown}{miss}.")
+            lines.append(f"{name}: you predicted {num(guess)}, measured {shown}{miss}.")
         else:
             both_lists = isinstance(guess, (list, tuple)) and isinstance(value, (list, tuple))
             same = list(guess) == list(value) if both_lists else str(guess).strip().lower() == str(value).strip().lower()

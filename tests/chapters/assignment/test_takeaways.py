@@ -135,6 +135,9 @@ def test_the_depth_finding_says_when_the_deeper_model_lost(tmp_path):
     assert "the deeper model won by 0.300 nats" in t_won and "the deep run won by 0.400 nats" in t_won
     assert "a tie" in t_tie and T.TOO_NOISY in t_tie
     assert "run 4 was slower than run 2" in t_lost
+    # against a measured seed tie of 0.25 nats, the 0.2-nat loss is a tie (one seed each cannot call it)
+    seeded = T.depth_finding(run1, run2, lost, _deep(), tie=0.25)
+    assert "the deeper model lost" not in seeded and "a tie, within 0.25 nats" in seeded
     assert "not in the results" in T.depth_finding(run1, None, lost, _deep())
     # run 4 at 6 layers with run 2's h: the horizon grew with the depth, and the finding says so
     assert "horizon L h grew with its depth (2 x 1 = 2 to 6 x 1 = 6)" in t_lost

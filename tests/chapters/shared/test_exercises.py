@@ -19,3 +19,7 @@ def test_an_unrecorded_or_unmeasured_prediction_is_said_to_be_so():
 def test_lists_match_whatever_their_kind():
     assert "as predicted" in recorded_against({"keeps": [1, 3]}, {"keeps": (1, 3)})
     assert "not what you predicted" in recorded_against({"keeps": []}, {"keeps": (1,)})
+
+
+def test_tiny_numbers_keep_their_digits():
+    assert "you predicted 1e-07, measured 0.00." in recorded_against({"defect": 1e-7}, {"defect": 0.0})
