@@ -56,6 +56,8 @@ _FACTS_JS = """() => {
     merror: main.querySelectorAll('mjx-merror').length,
     figures: imgs.filter(i => /\\/_images\\//.test(i.src) && !/colab-badge/.test(i.src)).length,
     broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src),
+    unnamed: imgs.filter(i => !/colab-badge/.test(i.src)
+                           && (!i.alt || /\\.(png|jpe?g|svg|gif)$|_images|[0-9a-f]{20,}/i.test(i.alt))).length,
     errors: main.querySelectorAll('.output.traceback, .output.error, div.cell_output .traceback').length,
     text: main.innerText,
   };
@@ -105,6 +107,8 @@ def page_problems(page: dict[str, Any], facts: dict[str, Any], secrets: list[str
         bad.append(f"{where}: {facts['figures']} figure(s) shown, {page['figures']} expected")
     if facts["broken"]:
         bad.append(f"{where}: image(s) not loaded: {', '.join(facts['broken'][:3])}")
+    if facts.get("unnamed"):
+        bad.append(f"{where}: {facts['unnamed']} figure(s) with no alt text, or a file name for one")
     if page["math"] and facts["mjx"] == 0:
         bad.append(f"{where}: math expected but MathJax rendered none")
     if facts["unrendered"]:

@@ -80,17 +80,18 @@ PROFILES: dict[str, Profile] = {
     "cpu": Profile(
         name="cpu", d_model=128, n_layer=6, n_head=4, seq_len=128, vocab_size=2048,
         data_source="synthetic", data_name="synthetic-cpu", data_tokens=5_000_000,
-        batch_size=16, train_tokens=800_000, lr=2e-3, min_lr=2e-4, warmup_tokens=50_000,
+        batch_size=16, train_tokens=700_000, lr=2e-3, min_lr=2e-4, warmup_tokens=50_000,
         # a small device's budget, so the max-batch runs teach: at 48 MiB (~24 of it weights and AdamW state) the
         # residual trunk fits 4 sequences and the batch-sliced reversible trunks 33-55 (fp64 / fp32 midpoint_rev), so
         # run 3 trains at ~3x run 1's batch, below run 1's measured noise scale (~80 sequences late in training), where
         # a larger batch costs few extra tokens; the max-batch runs' tokens are raised to give the largest batch
         # max_batch_min_steps steps. (At 72 MiB, batch 143 lies above the noise scale and the three max-batch runs
-        # take twice the time.) The workbook's 30 minutes on 2 cores set the rest: 120 steps for the largest max
-        # batch (run 1b at batch 4 then takes ~1,650), screening runs of 15% of the budget, at most 10 layers for
-        # the deep run.
+        # take twice the time.) The workbook's 30 minutes on 2 cores set the rest: 700K tokens for runs 1, 2 and 4
+        # (800K left no room for runs 1 and 2 at two more seeds, ~320 s), 120 steps for the largest max batch (run
+        # 1b at batch 4 then takes ~1,650), screening runs of 15% of the budget, at most 8 layers for the deep run
+        # (10 took ~145 s).
         eval_every=50, eval_batches=8, ckpt_every=200, cpu_mem_budget=48 * 2**20, max_batch_min_steps=120,
-        screening_fraction=0.15, deep_max_layers=10, seeds=3,
+        screening_fraction=0.15, deep_max_layers=8, seeds=3,
     ),
     "t4": Profile(
         name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,

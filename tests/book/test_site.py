@@ -199,11 +199,11 @@ def test_page_problems_name_what_a_reader_would_miss():
     good = {"h1": "x", "figures": 2, "broken": [], "mjx": 3, "math": 3, "unrendered": 0, "merror": 0, "errors": 0,
             "text": "fine"}
     assert page_problems(page, good, ["/machine/results"]) == []
-    bad = {**good, "figures": 1, "mjx": 0, "unrendered": 3, "errors": 1,
+    bad = {**good, "figures": 1, "mjx": 0, "unrendered": 3, "errors": 1, "unnamed": 1,
            "text": "# NBVAL_CHECK_OUTPUT /machine/results"}
     found = "\n".join(page_problems(page, bad, ["/machine/results"]))
     for what in ("1 figure(s) shown, 2 expected", "MathJax rendered none", "3 of 3 math", "error output",
-                 "NBVAL_", "/machine/results"):
+                 "NBVAL_", "/machine/results", "1 figure(s) with no alt text"):
         assert what in found
 
 

@@ -451,7 +451,7 @@ def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: Max
         per_token = "" if ratio is None else f"; {speed_verdict(ratio, 'run 3b', 'run 3')}"
         lines.append(f"Run 3b, the same trunk on {run3b['stream']} at its own max batch {run3b['batch_size']}: "
                      f"validation loss {run3b['final_val_loss']:.3f}{per_token}; run 3b is {why}; run 3 is {why3}.")
-    lines.append(depth_finding(run1, run2, run4, deep))
+    lines.append(depth_finding(run1, run2, run4, deep, tie))
     spiked = [n for n, s in runs.items() if run_dir_of(s) and loss_spikes(run_dir_of(s))]
     lines.append(f"Loss spikes (see the runs side by side): in {', '.join(spiked)}." if spiked else
                  "No run's training loss spiked.")

@@ -263,7 +263,7 @@ def test_max_batch_takeaways_follow_the_runs(tmp_path):
     mb = {"budget_bytes": 16 * 2**20, "residual": {"batch": 8}, "reveuler_rev": {"batch": 32}}
     chosen = {"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"}
 
-    def takeaways(root: Path, deep_val: float, spiky: bool) -> str:
+    def takeaways(root: Path, deep_val: float, spiky: bool, tie: float = 0.02) -> str:
         losses = [6.0 - 0.01 * s for s in range(40)]
         if spiky:
             losses[30] += 2.0
@@ -274,10 +274,13 @@ def test_max_batch_takeaways_follow_the_runs(tmp_path):
                                                       val=4.8, eval_every=5),
                 "run4_reversible_deep": make_run(root, "run4_reversible_deep", n_layer=6, val=deep_val,
                                                  losses=losses)}
-        return T.max_batch_takeaways(mb, chosen, runs, _deep())
+        return T.max_batch_takeaways(mb, chosen, runs, _deep(), tie=tie)
 
     a, b = takeaways(tmp_path / "a", 5.3, True), takeaways(tmp_path / "b", 4.7, False)
     assert "the deeper model lost" in a and "the deeper model won" in b
+    # the seed tie reaches the depth finding inside these takeaways too: 0.3 nats either way is then a tie
+    seeded = takeaways(tmp_path / "c", 4.7, False, tie=0.5)
+    assert "the deeper model won" not in seeded and "a tie, within 0.5 nats" in seeded
     assert "Loss spikes (see the runs side by side): in run4_reversible_deep" in a and "No run's training loss" in b
     assert "run 3 lost by" in a
 
