@@ -110,6 +110,10 @@ class FakeCuda:
                                minor=self.capability[1])
 
     def set_per_process_memory_fraction(self, fraction: float, device=None) -> None:
+        # as torch does: a device without an index is refused (the H200 run of gpucheck met this)
+        if isinstance(device, (str, torch.device)) and torch.device(device).index is None:
+            raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{device}")
+        self._index(device)
         self.memory_fraction = fraction
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> "FakeCuda":

@@ -339,16 +339,20 @@ def oom_row(device: torch.device, cap_bytes: int = 3 * 2**29) -> Row:
     """The max-batch search with the allocator capped at `cap_bytes` and no byte budget of its own: only a real
     CUDA out-of-memory can stop it. Passes when a probe hit the OOM, the search still returned a batch, and
     the failed probe's tensors were freed."""
-    total = torch.cuda.get_device_properties(device).total_memory
+    # the allocator's cap takes a device *index* (torch.device("cuda") has none), and it must be lifted whatever
+    # happens, or every later check runs inside it and fails for want of memory
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(index).total_memory
     cfg = get_profile(ASSIGNMENT).model_config("residual")
     torch.cuda.empty_cache()  # memory cached by earlier checks would count against the cap
-    before = torch.cuda.memory_allocated(device)
-    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), device)
+    before = torch.cuda.memory_allocated(index)
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), index)
     try:
-        res = find_max_batch(cfg, total, str(device), start=4, limit=4096, progress=False)
+        res = find_max_batch(cfg, total, f"cuda:{index}", start=4, limit=4096, progress=False)
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, device)
-    leaked = torch.cuda.memory_allocated(device) - before
+        torch.cuda.set_per_process_memory_fraction(1.0, index)
+        torch.cuda.empty_cache()
+    leaked = torch.cuda.memory_allocated(index) - before
     ooms = sum(p.peak_bytes is None for p in res.probes)
     ok = ooms >= 1 and res.batch >= 1 and leaked <= 16 * 2**20
     return Row("max-batch search catches a real OOM", "pass" if ok else "FAIL",

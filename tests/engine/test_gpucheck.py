@@ -181,3 +181,18 @@ def test_the_slicing_rows_set_the_planned_step_beside_forced_slices_and_the_budg
     monkeypatch.setattr(gpucheck, "_assignment_max_batches", lambda device: speed_over)
     assert {r.check: r for r in gpucheck.slicing_rows(CPU)}[
         "midpoint_rev planned step within the budget"].verdict == "FAIL"
+
+
+def test_the_oom_row_caps_the_allocator_by_index_and_always_lifts_the_cap(fake_cuda, monkeypatch):
+    """On a real H200 `torch.device("cuda")` was refused by the cap (no index) and the cap stayed on, so every later
+    row ran out of memory: the row must pass an index and lift the cap whatever the search does."""
+    from rev.engine import gpucheck
+
+    def failing_search(*args, **kwargs):
+        assert fake_cuda.memory_fraction < 1.0          # the search runs under the cap
+        raise RuntimeError("the search broke")
+
+    monkeypatch.setattr(gpucheck, "find_max_batch", failing_search)
+    with pytest.raises(RuntimeError, match="the search broke"):
+        gpucheck.oom_row(torch.device("cuda"))
+    assert fake_cuda.memory_fraction == 1.0             # lifted: later rows see the whole device
