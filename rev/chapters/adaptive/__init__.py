@@ -22,7 +22,7 @@ The package, one concern per module, in the order the notebook tells the story:
 Everything public is re-exported here, so `from rev.chapters import adaptive as A; A.reversal_defect(...)`.
 """
 from .exercises import check_no_restart, check_span_tops, exercise_batch, exercise_model, trunk_function
-from .findings import frontier_figure, frontier_line, speed_line, takeaways, training_figure
+from .findings import frontier_figure, frontier_line, replication_line, speed_line, takeaways, training_figure
 from .measure import (DEFECT_EPS, REFERENCES, Span, apply_keep, backward_reconstruction_errors, boundary_states,
                       clone_model, defect_vs_depth, fixed_spacing, gradient_cosine, keep_from_spans, kept_state_bytes,
                       parameter_gradients, reference_model, relative_error, reversal_defect, spans_from_keep,
@@ -31,7 +31,8 @@ from .placement import (calibrate, distinct_layouts, expand_blocks, frontier, fr
                         layout_report, pick_gain, settle, span_defect_matrix, stress_scan, uniform_layout)
 from .policy import AdaptiveCheckpointer, AdaptivePolicy, FixedPolicy, make_policy
 from .sizes import ChapterSizes, batch_source, chapter_sizes, model_config
-from .training import compare_training, pretrain, summarise_run, train_with_checkpointer, training_verdict
+from .training import (compare_training, pretrain, replicate_training, summarise_run, train_with_checkpointer,
+                       training_verdict)
 
 __all__ = ["check_no_restart", "check_span_tops", "exercise_batch", "exercise_model", "trunk_function",
            "frontier_figure", "frontier_line", "speed_line", "takeaways", "training_figure", "DEFECT_EPS", "REFERENCES", "Span", "apply_keep",
@@ -42,4 +43,5 @@ __all__ = ["check_no_restart", "check_span_tops", "exercise_batch", "exercise_mo
            "layout_report", "pick_gain",
            "settle", "span_defect_matrix", "stress_scan", "uniform_layout", "AdaptiveCheckpointer", "AdaptivePolicy",
            "FixedPolicy", "make_policy", "ChapterSizes", "batch_source", "chapter_sizes", "model_config",
-           "compare_training", "pretrain", "summarise_run", "train_with_checkpointer", "training_verdict"]
+           "compare_training", "pretrain", "replicate_training", "replication_line", "summarise_run",
+           "train_with_checkpointer", "training_verdict"]

@@ -102,7 +102,7 @@ def pretrain(sizes: ChapterSizes, trunk: str, vocab_size: int, get_batch: Callab
 def compare_training(base: GPT, make_source: Callable[[], Callable[[int], tuple]], sizes: ChapterSizes,
                      tau_warn: float = 3e-3, tau_safe: float = 3e-4, eval_batches: Sequence[tuple] = (),
                      include_none: bool = True, target_cos: float | None = 0.999, budget_states: int | None = None,
-                     progress: bool = False) -> tuple[list[dict], dict[str, list[dict]]]:
+                     progress: bool = False, policies_only: bool = False) -> tuple[list[dict], dict[str, list[dict]]]:
     """Continue training copies of `base` (an fp32 reversible model) under one memory budget.
 
     The budget counts the trunk state held from forward to backward: the final state plus kept states. By
@@ -110,7 +110,8 @@ def compare_training(base: GPT, make_source: Callable[[], Callable[[int], tuple]
     may spend the difference on kept states; `budget_states` instead allows that many fp32 kept states (it
     must leave room for the fp64 stream too). Variants: fp32 with
     fixed spacing (the tightest spacing that fits), fp32 adaptive (same budget), fp64 stream, fixed-point
-    stream, and (if `include_none`) fp32 with no kept states. Every variant sees the same batches
+    stream, and (if `include_none`) fp32 with no kept states; `policies_only` keeps the two fp32 policies alone
+    (what a replication over data orders compares). Every variant sees the same batches
     (`make_source()` is called once per variant), runs the same hook schedule (defect probes and fidelity
     checks against the stored twin on the variant's own stream) and starts from the same weights. A missed
     `target_cos` tightens the adaptive policy's thresholds (see `AdaptiveCheckpointer`).
@@ -131,8 +132,10 @@ def compare_training(base: GPT, make_source: Callable[[], Callable[[int], tuple]
         ("fp64 stream", "fp64", FixedPolicy(None)),
         ("fixed-point stream", "fixed", FixedPolicy(None)),
     ]
-    if include_none:
+    if include_none and not policies_only:
         variants.append(("fp32, no kept states", "fp32", FixedPolicy(None)))
+    if policies_only:
+        variants = variants[:2]
     summaries, logs = [], {}
     for label, stream, policy in variants:
         model = clone_model(base, stream=stream, keep=())
@@ -169,3 +172,27 @@ def training_verdict(summaries: Sequence[dict], target: float = 0.999, margin: f
             "speed_ratio": a["tokens_per_s"] / f["tokens_per_s"],
             # as deployed, fixed spacing needs no probes while the adaptive policy does
             "speed_ratio_with_probes": a["tokens_per_s"] / (1 + a["probe_overhead"]) / f["tokens_per_s"]}
+
+
+def replicate_training(base: GPT, source_for: Callable[[int], Callable[[int], tuple]], sizes: ChapterSizes,
+                       seeds: Sequence[int], first: Sequence[dict] | None = None, **kwargs) -> list[dict]:
+    """The training comparison's two fp32 arms (fixed spacing, adaptive) on more data orders: `source_for(seed)`
+    makes a seed's batch source, `compare_training(..., policies_only=True, **kwargs)` trains both arms on it, and
+    `training_verdict` reads them. `first`: summaries already measured (seed 0, the chapter's own comparison), put
+    first. One row per seed: each arm's gradient error (1 - cos_min, floored as the verdict floors it), its mean
+    kept states, and the verdict's three readings."""
+    runs = ([(None, list(first))] if first is not None else []) + [
+        (seed, compare_training(base, lambda seed=seed: source_for(seed), sizes, policies_only=True, **kwargs)[0])
+        for seed in seeds]
+    rows = []
+    for seed, summaries in runs:
+        target = kwargs.get("target_cos") or 0.999
+        v = training_verdict(summaries, target)
+        a = next(s for s in summaries if s["variant"] == "fp32 adaptive")
+        f = next(s for s in summaries if s["variant"].startswith("fp32 fixed"))
+        rows.append({"seed": "the comparison above" if seed is None else seed,
+                     "adaptive error": grad_error(a["grad_cos_min"], 1e-6),
+                     "fixed error": grad_error(f["grad_cos_min"], 1e-6), "adaptive kept": a["kept_mean"],
+                     "fixed kept": f["kept_mean"], "ahead": v["adaptive_beats_fixed"], "worse": v["worse_fidelity"]})
+    return rows
+

@@ -457,3 +457,14 @@ def test_the_training_verdict_is_worded_by_its_evidence():
     tie = [dict(a) for a in arms]
     tie[0]["kept_mean"], tie[1]["grad_cos_min"] = 2.0, 1 - 1.9e-5 * 3   # adaptive 3x closer, both deep inside
     assert "**Verdict: a tie.**" in "\n".join(_training_lines(sizes, tie, logs, 2, 0.999))
+
+
+def test_the_replication_over_data_orders_is_worded_by_its_evidence():
+    from rev.chapters.adaptive import replication_line
+
+    row = lambda ahead, worse=False: {"ahead": ahead, "worse": worse}  # noqa: E731
+    assert "not shown either way: the seeds disagree" in replication_line([row(True), row(False), row(True)])
+    assert "not shown either way" in replication_line([row(True), row(True), row(False, worse=True)])
+    every = replication_line([row(True)] * 3)
+    assert "ahead on every one, which at 3 seeds is still p = 0.25 at best" in every and "p = 0.17" in every
+    assert "ahead on none" in replication_line([row(False)] * 3)
