@@ -4,6 +4,7 @@ The package, in the order the notebook tells the story:
 
 * `headline`   the headline in computed lines (memory, loss, batch, throughput, what the saved memory bought), and the throughput verdicts that respect the spread;
 * `writer`     the findings in sentences, the report's tables, REPORT.md with its figures, the `report` command;
+* `summaries`  notebook 07's readings of exactness per stream and of loss against time at equal tokens;
 * `qualifiers` the sentences that qualify a finding: the worst trained reconstruction, what moved with the stream;
 * `companions` REPORT.md's section on the companion chapters (07b-10), read from the files they leave behind;
 * `exercises`  the reference answers of notebook 07's exercises and the checks their cells call.
@@ -14,9 +15,9 @@ from .headline import (NOISY, batch_line, compare_speed, headline_lines, limits,
                        memory_line, mib, pct, Quartiles, speed_sentence, SpeedComparison, throughput_caveat,
                        throughput_line)
 from .writer import (SECTIONS, UNIGRAM_MARGIN, add_arguments, assignment_sections, compare_with_published,
-                     corpus_used, findings, format_headline, loss_and_time_summary, markdown_table, maxbatch_table,
-                     reconstruction_summary, report_markdown, run_cli, runs_table, takeaways, takeaways_markdown,
-                     text_table, write_report)
+                     corpus_used, findings, format_headline, markdown_table, maxbatch_table, report_markdown, run_cli,
+                     runs_table, takeaways, takeaways_markdown, text_table, write_report)
+from .summaries import loss_and_time_summary, reconstruction_summary
 from .companions import CHAPTERS, TRACE_DOC_LIMIT, TRACE_MAGIC, UNDECIDED, chapter_finding, companion_findings
 from .exercises import (MAX_BATCH_RUNS, changed_findings, check_stored_bytes_per_layer,
                         check_with_reconstruction_error, race_answer, stored_trunk_markdown, with_reconstruction_error)

@@ -9,7 +9,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from rev.chapters.report import writer as report  # noqa: E402
+from rev.chapters.report import summaries, writer as report  # noqa: E402
 from rev.__main__ import main  # noqa: E402
 from rev.engine.results_folder import make_results_archive, merge  # noqa: E402
 from rev.chapters.shared.figures import plot_loss_vs_tokens, plots  # noqa: E402
@@ -260,7 +260,7 @@ def test_loss_and_time_ranks_runs_and_says_who_wins(runs, results):
     row = table.set_index("run").loc["run1_baseline"]
     assert row["tokens"] == base["tokens"] and row["val_loss"] == pytest.approx(base["final_val_loss"])
     assert row["train_seconds"] == pytest.approx(base["tokens"] / _median_speed(results, "run1_baseline"))
-    assert f"**{table.iloc[0]['label']}**" in report.loss_and_time_summary(table)
+    assert f"**{table.iloc[0]['label']}**" in summaries.loss_and_time_summary(table)
 
 
 def test_stored_bytes_per_layer_is_the_slope_difference_per_layer(runs, results):
@@ -279,7 +279,7 @@ def test_reconstruction_summary_and_exercise_checks(runs):
     from rev.chapters.shared.results import stored_bytes_per_layer
     from rev.core.reversible import RECON_LIMIT
 
-    text = report.reconstruction_summary(runs)
+    text = summaries.reconstruction_summary(runs)
     assert f"{RECON_LIMIT:g}" in text and "**fp32**" in text and "below the limit" in text
     assert "bytes per layer per sequence" in rx.check_stored_bytes_per_layer(stored_bytes_per_layer)
     rx.check_with_reconstruction_error(rx.with_reconstruction_error)

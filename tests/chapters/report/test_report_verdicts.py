@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from rev.chapters.report import writer as report
+from rev.chapters.report import summaries, writer as report
 from rev.chapters.report.companions import companion_findings
 from rev.chapters.report.exercises import race_answer
 from rev.chapters.report.headline import NOISY, compare_speed, headline_lines, limits, throughput_caveat
@@ -301,7 +301,7 @@ def test_runs_that_trained_on_more_tokens_are_compared_at_the_shared_count(tmp_p
     small = race_answer(load_runs(root, PROFILE))
     assert "baseline max batch at batch 4 (smaller than 8, so predicted lower) 4.000 against baseline 4.500, lower" \
         in small and "when it is smaller: **held**" in small
-    assert "trained on more and is read at this count from its log" in report.loss_and_time_summary(loss_and_time(df))
+    assert "trained on more and is read at this count from its log" in summaries.loss_and_time_summary(loss_and_time(df))
 
 
 def test_the_batch_line_says_what_the_batch_bought_at_equal_steps_tokens_and_seconds(tmp_path):
