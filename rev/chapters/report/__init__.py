@@ -14,7 +14,7 @@ Everything public is re-exported here: `from rev.chapters import report; report.
 from .headline import (NOISY, batch_line, compare_speed, headline_lines, limits, loss_line, max_batch_speed_sentence,
                        memory_line, mib, pct, Quartiles, speed_sentence, SpeedComparison, throughput_caveat,
                        throughput_line)
-from .writer import (SECTIONS, UNIGRAM_MARGIN, add_arguments, assignment_sections, compare_with_published,
+from .writer import (SECTIONS, UNIGRAM_MARGIN, add_arguments, assignment_sections, bullet_list, compare_with_published,
                      corpus_used, findings, format_headline, markdown_table, maxbatch_table, report_markdown, run_cli,
                      runs_table, takeaways, takeaways_markdown, text_table, write_report)
 from .summaries import loss_and_time_summary, reconstruction_summary
@@ -24,7 +24,7 @@ from .exercises import (MAX_BATCH_RUNS, changed_findings, check_stored_bytes_per
 
 __all__ = ["NOISY", "batch_line", "compare_speed", "headline_lines", "limits", "loss_line", "max_batch_speed_sentence",
            "memory_line", "mib", "pct", "Quartiles", "speed_sentence", "SpeedComparison", "throughput_caveat",
-           "throughput_line", "SECTIONS", "UNIGRAM_MARGIN", "add_arguments", "assignment_sections",
+           "throughput_line", "SECTIONS", "UNIGRAM_MARGIN", "add_arguments", "assignment_sections", "bullet_list",
            "compare_with_published", "corpus_used", "findings", "format_headline", "loss_and_time_summary",
            "markdown_table", "maxbatch_table", "reconstruction_summary", "report_markdown", "run_cli", "runs_table",
            "takeaways", "takeaways_markdown", "text_table", "write_report", "CHAPTERS", "TRACE_DOC_LIMIT",

@@ -1,6 +1,7 @@
 """REPORT.md's section on the companion chapters (07b-10): what their results files in ``results/<profile>/`` hold.
 
-The chapters live in `rev.chapters` (and 07b in `rev.chapters.landscape.measure`); this module does not import them. It reads
+The chapters live in `rev.chapters` (and 07b in `rev.chapters.landscape.measure`); this module imports none of their
+code but 07b's memory formulas (`landscape.models`, arithmetic on a published geometry, labelled as a model). It reads
 the files they leave behind -- ``landscape/measured.json`` (07b), ``thermo_summary.json`` (08), ``adaptive/
 training.csv`` (09), ``lowrank/verdict.json`` (09b), ``10_finetune_trace/trace.revtrace`` (10) -- and says "not run" for a chapter with neither a
 results file nor a workbook record (``workbook/<notebook>.json``, written when `python -m rev workbook` ran it).
@@ -16,6 +17,7 @@ from typing import Callable
 import pandas as pd
 
 from ...engine.files import read_json
+from ..landscape import models as M
 from ..shared.results import MIB, number
 from ..shared.tables import format_number
 
@@ -42,16 +44,21 @@ def _landscape(folder: Path) -> str | None:
     if not n and "tokens_per_s" in df and df["tokens_per_s"].notna().any():
         n = [1]   # a speed without its step times: one timing
     each = f"{n[0]}" if len(n) == 1 else f"{n[0]} to {n[-1]}" if n else "0"
-    speed = (f" Its speeds rest on {each} timed step{'s' if n and n[-1] > 1 else ''} per variant: too few for an "
-             f"interval, so this report does not rank the variants by speed." if n else "")
-    return (f"At {int(at['depth'].iloc[0])} layers and batch {int(at['batch'].iloc[0])}, activation memory against "
-            f"the stored trunk: " + ", ".join(f"{v} {r:.2f}x" for v, r in others.items())
-            + f"; the least: {least}." + speed)
+    speed = (f" Speeds not ranked: they rest on {each} timed step{'s' if n and n[-1] > 1 else ''} per variant."
+             if n else "")
+    act = {k: M.activation_bytes(M.FRONTIER, k, M.FRONTIER_PLAN) / M.GIB for k in ("ckpt_block", "reversible")}
+    frontier = (f" Modelled for {M.FRONTIER.name} on {M.FRONTIER_PLAN.describe()}: reversible saves "
+                f"{act['ckpt_block'] - act['reversible']:.2f} GiB per GPU over per-block checkpointing, which "
+                f"recomputes as much.")
+    return (f"Measured at {int(at['depth'].iloc[0])} layers, batch {int(at['batch'].iloc[0])}, activations against "
+            f"the stored trunk's: " + ", ".join(f"{v} {r:.2f}x" for v, r in others.items())
+            + f" (least: {least})." + frontier + speed)
 
 
 # the shock's measures in words: which is the paper's, which this chapter's
-_MEASURES = {"update": "update magnitude (the paper's measure)", "direction": "update direction",
-             "grad_norm": "gradient norm", "variance": "detrended |dθ|/η² variance (this chapter's)"}
+_MEASURES = {"update": "magnitude", "direction": "direction", "grad_norm": "gradient norm",
+             "variance": "variance"}
+_MEASURES_NAMED = " (magnitude: the paper's measure; variance: this chapter's, detrended |dθ|/η²)"
 
 
 def _verdict_list(verdicts: list[dict]) -> str:
@@ -61,9 +68,9 @@ def _verdict_list(verdicts: list[dict]) -> str:
         by = {}
         for v in (v for v in verdicts if v.get("kind") == kind):
             by.setdefault(v.get("verdict") or UNDECIDED, []).append(_MEASURES.get(v.get("measure"), v.get("measure")))
-        clauses.append(f"the {kind} model " + ", ".join(f"{verdict} on {' and '.join(ms)}"
+        clauses.append(f"{kind} " + ", ".join(f"{verdict} on {' and '.join(ms)}"
                                                       for verdict, ms in by.items()))
-    return "; ".join(clauses)
+    return "; ".join(clauses) + _MEASURES_NAMED
 
 
 def _thermo(folder: Path) -> str | None:
@@ -73,8 +80,8 @@ def _thermo(folder: Path) -> str | None:
     slopes = [v for v in every if number(v) is not None]
     parts = []
     if slopes:   # the chapter records an exact case (nothing to fit) as null
-        parts.append(f"the errors of the four derivations of the implicit potential fall with log-log slopes "
-                     f"{min(slopes):.2f} to {max(slopes):.2f} in the learning rate ({len(slopes)} cases fitted, "
+        parts.append(f"the four derivations of the implicit potential agree, their errors falling as the learning "
+                     f"rate to the power {min(slopes):.2f}-{max(slopes):.2f} ({len(slopes)} fits, "
                      f"{len(every) - len(slopes)} exact to rounding)")
     shock = {k.split("/")[0]: v for k, v in (s.get("verdicts") or {}).items() if k.endswith("over_eta2")}
     seeds = (s.get("over_seeds") or {}).get("verdicts") or []
@@ -84,33 +91,31 @@ def _thermo(folder: Path) -> str | None:
     if seeds:
         agreed = [v for v in seeds if v.get("verdict") not in (None, UNDECIDED)]
         n = max((len(str(v.get("seeds", "")).split()) for v in seeds), default=0)
-        parts.append(f"after a x5 learning-rate shock, over {n} seeds ({(s.get('over_seeds') or {}).get('source', '?')}"
+        parts.append(f"after a x5 learning-rate shock ({n} seeds, {(s.get('over_seeds') or {}).get('source', '?')}"
                      f"; {len(agreed)} of {len(seeds)} verdicts unanimous): {_verdict_list(seeds)}")
     text = "; ".join(parts) + "."
     return text[0].upper() + text[1:] if parts else None
 
 
 def _adaptive(folder: Path) -> str | None:
-    """09: in training, each variant's worst gradient error (1 - cosine) against the states it kept."""
+    """09: in training, the adaptive policy against fixed spacing: worst gradient error (1 - cosine) and the states
+    each kept; the other variants (no kept states, the wider streams) are in the notebook's table."""
     path = folder / "adaptive" / "training.csv"
     t = pd.read_csv(path)
     if not len(t) or not {"variant", "grad_cos_min", "kept_mean"} <= set(t.columns):
         return None
-    each = "; ".join(f"{r.variant} {1 - float(r.grad_cos_min):.1e} with {format_number(float(r.kept_mean))} kept states"
-                     for r in t.itertuples())
-    out = f"In training ({int(t['steps'].max())} steps), worst gradient error (1 - cosine): {each}."
     pol = t.get("policy", pd.Series(dtype=str)).astype(str)
     ada, fix = t[pol.str.startswith("adaptive")], t[pol.str.startswith("fixed")]
-    if len(ada) and len(fix):
-        a, f = ada.iloc[0], fix.iloc[0]
-        ea, ef = 1 - float(a["grad_cos_min"]), 1 - float(f["grad_cos_min"])
-        fewer = "fewer" if a["kept_mean"] < f["kept_mean"] else "no fewer"
-        err = "a smaller" if ea < ef else "an equal" if math.isclose(ea, ef) else "a larger"
-        out += f" The adaptive policy kept {fewer} states than fixed spacing, for {err} worst gradient error."
-    if "val_loss" in t and t["val_loss"].notna().sum() > 1:
-        v = t["val_loss"].dropna()
-        out += f" Validation losses span {v.min():.3f} to {v.max():.3f}."
-    return out
+    if not len(ada) or not len(fix):
+        each = "; ".join(f"{r.variant} {1 - float(r.grad_cos_min):.1e}" for r in t.itertuples())
+        return f"In training ({int(t['steps'].max())} steps), worst gradient error (1 - cosine): {each}."
+    a, f = ada.iloc[0], fix.iloc[0]
+    ea, ef = 1 - float(a["grad_cos_min"]), 1 - float(f["grad_cos_min"])
+    fewer = "fewer" if a["kept_mean"] < f["kept_mean"] else "no fewer"
+    err = "a smaller" if ea < ef else "an equal" if math.isclose(ea, ef) else "a larger"
+    return (f"In training ({int(t['steps'].max())} steps) the adaptive policy kept {fewer} states than fixed spacing "
+            f"({format_number(float(a['kept_mean']))} against {format_number(float(f['kept_mean']))}), for {err} "
+            f"worst gradient error (1 - cosine {ea:.1e} against {ef:.1e}).")
 
 
 def _lowrank(folder: Path) -> str | None:
@@ -118,9 +123,9 @@ def _lowrank(folder: Path) -> str | None:
     v = read_json(folder / "lowrank" / "verdict.json")
     ties = v["seeds"] - v["wins"] - v["losses"]
     return (f"Over {v['seeds']} paired seeds the rank controller's gradient is closer to the dense one on {v['wins']}, "
-            f"farther on {v['losses']}, tied on {ties} (exact sign-flip p = {v['p']:.3f}), at mean rank "
-            f"{v['rank_c']:.1f} against the fixed arm's {v['rank_f']:.1f} and {v['peak_ratio']:.2f}x its measured peak; "
-            f"held-out accuracy {v['acc_c']:.3f} against {v['acc_f']:.3f} (p = {v['acc_p']:.3f})." + _success(v))
+            f"farther on {v['losses']}, tied on {ties} (exact sign-flip p = {v['p']:.3f}); mean rank {v['rank_c']:.1f} "
+            f"against {v['rank_f']:.1f} fixed, accuracy {v['acc_c']:.3f} against {v['acc_f']:.3f} "
+            f"(p = {v['acc_p']:.3f})." + _success(v))
 
 
 def _success(v: dict) -> str:
@@ -130,7 +135,7 @@ def _success(v: dict) -> str:
         return ""
     failed = [what for key, what in (("lower_rank", "a lower mean rank"), ("non_inferior", "non-inferior accuracy"),
                                      ("cosine_ok", "gradient cosines above 0.98")) if not s[key]]
-    return (" Against the idea's own success criterion (lower mean rank at similar accuracy): "
+    return (" Its success criterion (lower mean rank at similar accuracy): "
             + ("met." if s["met"] else f"not met, for want of {' and '.join(failed)}."))
 
 

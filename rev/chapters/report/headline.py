@@ -192,36 +192,13 @@ def _bound_at_tokens(base: pd.Series, big: pd.Series) -> tuple[int, float, int, 
 
 
 def batch_bought(base: pd.Series | None, big: pd.Series | None) -> str:
-    """What run 3's larger batch bought against run 1 (the profile's batch): validation loss at equal optimizer
-    steps and at equal tokens, tokens per second on this machine, and what a GPU would add (not measured)."""
-    if base is None or big is None or not number(big.get("steps")) or not number(base.get("steps")):
-        return ""
-    steps = min(int(number(big["steps"])), int(number(base["steps"])))
-    at_steps = val_loss_after_steps(base["path"], steps), val_loss_after_steps(big["path"], steps)
-    eq = equal_tokens_val(base, big)
-    parts = []
-    if None not in at_steps:
-        d = at_steps[1] - at_steps[0]
-        parts.append(f"at equal optimizer steps ({steps}) run 3's validation loss is {at_steps[1]:.3f} against "
-                     f"run 1's {at_steps[0]:.3f} ({d:+.3f} nats)")
-    if eq is not None:
-        tokens, lb, lr = eq
-        parts.append(f"at equal tokens ({tokens:,}) {lr:.3f} against {lb:.3f} ({lr - lb:+.3f})")
-    elif (bound := _bound_at_tokens(base, big)) is not None:
-        tokens, lb, later, lr = bound
-        parts.append(f"at equal tokens ({tokens:,}, run 1's all) run 3 had not yet been evaluated; at its first "
-                     f"evaluation, on {later:,} tokens, it stood at {lr:.3f} against run 1's {lb:.3f}, so at equal "
-                     f"tokens at least {lr - lb:+.3f} nats")
+    """What run 3's larger batch bought in time against run 1 (the profile's batch), on this machine; what a GPU
+    would add is in `limits`, its loss in the Spent line (against run 2)."""
     c = compare_speed(base, big)
-    if c is not None:
-        parts.append(f"per second on this machine {c.rev:,.0f} tokens/s against {c.base:,.0f} ({pct(c.ratio)}, "
-                     f"{c.spread_text()})")
-    if not parts:
+    if c is None:
         return ""
-    k = number(big["batch_size"]) / number(base["batch_size"])
-    return (" What the batch bought: " + "; ".join(parts) + f". *Not measured:* on a GPU whose step time barely "
-            f"grows with the batch, run 3's time per token would fall up to {k:.1f}x, if its batch slices keep the "
-            f"GPU busy (`python -m rev gpucheck` times them).")
+    return (f" Run 3 trained at {c.rev:,.0f} tokens/s against run 1's {c.base:,.0f} here ({pct(c.ratio)}, "
+            f"{c.spread_text()}).")
 
 
 def throughput_line(base: pd.Series | None, rev: pd.Series | None) -> str:
@@ -254,16 +231,41 @@ def _gap_to(ref: pd.Series, run: pd.Series) -> tuple[float, bool] | None:
     return None if bound is None else (bound[3] - bound[1], True)
 
 
+def _noise_scale(df: pd.DataFrame) -> float | None:
+    """Run 1's gradient noise scale at its end (sequences), as notebook 06 recorded it; None where it did not."""
+    from ..assignment.noise import NOISE_FILE, RUN1_END
+
+    path = Path(df.attrs.get("results_dir") or ".") / str(df.attrs.get("profile", "")) / NOISE_FILE
+    value = number((read_json(path).get(RUN1_END) or {}).get("b_simple")) if path.is_file() else None
+    return value if value and value > 0 else None
+
+
+def _why_batch_lost(df: pd.DataFrame, rev: pd.Series, big: pd.Series) -> str:
+    """Why spending the memory on batch lost at a fixed token budget: the steps it gave up, and where its batch
+    stands against the measured noise scale (past it, a larger batch stops cutting the steps a loss needs)."""
+    s2, s3 = number(rev.get("steps")), number(big.get("steps"))
+    if not s2 or not s3:
+        return ""
+    out = f"run 3 took {int(s3):,} optimizer steps to run 2's {int(s2):,}"
+    b_noise = _noise_scale(df)
+    if b_noise:
+        side = "above" if number(big["batch_size"]) > b_noise else "below"
+        out += (f", at a batch {number(big['batch_size']) / b_noise:.1f}x the measured noise scale (B_noise "
+                f"{b_noise:.0f} sequences, {side} it)")
+    return out
+
+
 def spent_line(df: pd.DataFrame) -> str | None:
     """What the saved memory bought when it was spent: on batch (run 3) and on depth (run 4), each against run 2
-    (the same trunk at the profile's batch and depth) at equal tokens. The headline says what was not won too."""
+    (the same trunk at the profile's batch and depth) at equal tokens, and, where the batch lost, why. The
+    headline says what was not won too."""
     rev = main_run(df, REV)
     spent = [(what, main_run(df, name)) for what, name in (("batch", REV_MAX), ("depth", REV_DEEP))]
     spent = [(what, r) for what, r in spent if r is not None]
     if rev is None or not spent:
         return None
     tie, source = seed_tie(df.attrs.get("seeds"))
-    parts, won = [], []
+    parts, won, why = [], [], ""
     for what, r in spent:
         gap = _gap_to(rev, r)
         if gap is None:
@@ -273,13 +275,15 @@ def spent_line(df: pd.DataFrame) -> str | None:
         parts.append(f"on {what} ({size}) {'at least ' if bound else ''}{d:+.3f} nats")
         if d < -tie and not bound:
             won.append(what)
+        elif what == "batch":
+            why = _why_batch_lost(df, rev, r)
     if not parts:
         return None
     verdict = (f"it paid on {' and '.join(won)}" if won else
                "neither spending beat the reversible trunk at the profile's batch and depth on this token budget")
-    return ("**Spent**: the saved memory, spent at equal tokens against the same trunk at the profile's batch and "
-            f"depth (one seed each; a gain must exceed a tie of {tie:.3f} nats, {source}): " + "; ".join(parts)
-            + f": {verdict}.")
+    return ("**Spent**: the saved memory against run 2 at equal tokens (one seed each; a gain must beat the "
+            f"{tie:.3f}-nat tie, {source}): " + "; ".join(parts) + f": {verdict}"
+            + (f"; {why}." if why else "."))
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -305,16 +309,22 @@ def _seeds(df: pd.DataFrame) -> set:
     return seeds - {None}
 
 
-def throughput_caveat(df: pd.DataFrame) -> str:
-    """Why the runs' tokens/s do not compare as the bars suggest: each run was timed alone, one after another,
-    and its own steps varied by the computed spread."""
+def timing_note(df: pd.DataFrame) -> str:
+    """What the runs' timings cannot see: each run was timed alone, one after another, and its own steps varied by
+    the computed spread."""
     spreads = _spreads(df)
-    text = ("Each run was timed alone, one after another, so a change in the machine's load between runs is in "
-            "none of the per-step spreads.")
+    text = "Runs were timed one after another, so a change in the machine's load between them is in no spread"
     if spreads:
-        lo, hi = min(spreads, key=lambda s: s[1]), max(spreads, key=lambda s: s[1])
-        text += (f" Within a run, the interquartile range of per-step tokens/s was {lo[1]:.0%} of its median "
-                 f"({lo[0]}) to {hi[1]:.0%} ({hi[0]}).")
+        lo, hi = min(s for _, s in spreads), max(s for _, s in spreads)
+        text += (f" (within a run, the interquartile range of per-step tokens/s was {lo:.0%} to {hi:.0%} of the "
+                 f"median)")
+    return text + "."
+
+
+def throughput_caveat(df: pd.DataFrame) -> str:
+    """Why the runs' tokens/s do not compare as the bars suggest (`timing_note`), and the verdicts of the two
+    trunk comparisons against that spread."""
+    text = timing_note(df)
     verdicts = [(what, c) for what, c in (("at the same batch", compare_speed(main_run(df, BASE), main_run(df, REV))),
                                           ("at the max batches", compare_speed(main_run(df, BASE_MAX),
                                                                                main_run(df, REV_MAX))))
@@ -325,9 +335,19 @@ def throughput_caveat(df: pd.DataFrame) -> str:
     return text
 
 
+def _gpu_gain(df: pd.DataFrame) -> str:
+    """What run 3's batch could buy on a GPU whose step time barely grows with the batch (not measured here)."""
+    base, big = main_run(df, BASE), main_run(df, REV_MAX)
+    b, r = (number(x.get("batch_size")) if x is not None else None for x in (base, big))
+    if not b or not r or r <= b:
+        return ""
+    return (f", where run 3, at {r / b:.1f}x run 1's batch, could take up to {r / b:.1f}x fewer seconds per token "
+            f"if its slices keep the GPU busy")
+
+
 def limits(df: pd.DataFrame, timing: bool = True) -> list[str]:
     """What this machine could not measure, from the runs' own records (devices, timings, seeds); `timing=False`
-    leaves out `throughput_caveat` (for a page that shows it beside the throughput figure already)."""
+    leaves out `timing_note` (for a page that shows `throughput_caveat` beside the throughput figure already)."""
     runs = main_runs(df)
     if not len(runs):
         return ["Nothing measured yet: no main runs."]
@@ -335,26 +355,24 @@ def limits(df: pd.DataFrame, timing: bool = True) -> list[str]:
     out = []
     if not any("cuda" in d.lower() for d in devices):
         ref = published_reference().set_index("key")
-        out.append(f"No GPU: every main run ran on {', '.join(devices) or 'an unrecorded device'}, so these "
-                   f"expectations are not measured here (run the workbook on a GPU, colab/README.md, and merge it with "
-                   f"`python -m rev report --merge`):")
-        out += [f"*not measured:* the reference's GPU throughput, {ref.loc['tokens_per_s', 'ratio']:.2f}x the "
-                f"baseline's tokens/s at the same batch, with {ref.loc['max_batch', 'ratio']:.1f}x its max batch "
-                f"({PUBLISHED_SOURCE}); on a CPU a step's time grows with its batch, on a GPU much less until its "
-                f"cores are busy.",
-                "*not measured:* how a reversible step's batch slicing runs on a GPU: there it runs the fewest slices "
-                "its memory allows, not the CPU's 1,024-row slices (`python -m rev gpucheck` times both).",
-                "*not measured:* a CUDA allocator's reserved memory: peak memory here counts live tensor bytes; on a "
-                "GPU the allocator reserves blocks above that, so a max batch found here is an upper bound there.",
-                "*not measured:* bf16 autocast: on a GPU it halves the stored trunk's activations but not an fp32 (or "
-                "fp64) stream's state, so the gap between the two trunks' peaks narrows there."]
+        out.append(f"No GPU: every main run ran on {', '.join(devices) or 'an unrecorded device'}. Expected on a GPU, "
+                   f"*not measured* here (run the workbook there, colab/README.md, then `python -m rev report "
+                   f"--merge`):")
+        out += [f"the reference's {ref.loc['tokens_per_s', 'ratio']:.2f}x tokens/s at the same batch with "
+                f"{ref.loc['max_batch', 'ratio']:.1f}x the max batch ({PUBLISHED_SOURCE}): on a CPU a step's time "
+                f"grows with its batch, on a GPU much less until its cores are busy;",
+                "batch slicing: a GPU runs the fewest slices its memory allows, not the CPU's 1,024 rows "
+                f"(`python -m rev gpucheck` times both){_gpu_gain(df)};",
+                "the allocator's reserved memory above the live bytes counted here, so a max batch found here is an "
+                "upper bound there;",
+                "bf16 autocast, which halves the stored trunk's activations but not an fp32 or fp64 stream's state."]
     if timing:
-        out.append(throughput_caveat(df))
+        out.append(timing_note(df))
     seeds, spread = _seeds(df), df.attrs.get("seeds")
     if spread and spread.get("tie") is not None:
-        out.append(f"Runs 1 and 2 trained on {spread['seeds']} seeds (one run's final loss moves by "
-                   f"{spread['sd']:.3f} nats from seed to seed); every other main run trained once, so its verdicts "
-                   f"are single-seed, read against the {spread['tie']:.3f}-nat tie that spread implies.")
+        out.append(f"Runs 1 and 2 trained on {spread['seeds']} seeds (a final loss moves by {spread['sd']:.3f} nats "
+                   f"from seed to seed); every other run trained once, read against the {spread['tie']:.3f}-nat tie "
+                   f"that spread implies.")
     elif len(seeds) == 1:
         out.append(f"Every main run trained once, with seed {next(iter(seeds))}: no seed-to-seed spread of the loss "
                    f"was measured, so a loss difference within the {LOSS_TIE}-nat tie margin is a tie by rule, not "

@@ -46,5 +46,5 @@ def stream_confounds(df: pd.DataFrame, a: pd.Series, b: pd.Series) -> str:
             differ.append(f"{what} {fmt.format(va)} vs {fmt.format(vb)}")
     if not differ:
         return ""
-    return (" This is not a stream comparison alone: with each at its own max batch, " + ", ".join(differ)
-            + " differ with the stream, so the loss gap mixes the stream with the batch it bought.")
+    return (" Not the stream alone: each at its own max batch, " + ", ".join(differ)
+            + " move with it, so the gap mixes the stream with the batch it bought.")

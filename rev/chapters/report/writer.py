@@ -23,7 +23,7 @@ from ...engine.cli import folder_arg
 from ...engine.files import swap_in, write_text
 from ...engine.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
-from ..shared.tables import MISSING, format_number, header, tidy
+from ..shared.tables import MISSING, counted, format_number, header, tidy
 from ..assignment.seeds import seed_tie
 from .companions import companion_findings
 from .qualifiers import recon_sentence, stream_confounds
@@ -196,23 +196,20 @@ def _finding_recon(df: pd.DataFrame) -> str | None:
 
 
 def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str | None:
+    """How much depth the saved memory bought (its loss against run 2 is the headline's Spent line)."""
     lb, ld = number(base["n_layer"]), number(deep["n_layer"])
     pb, pd_ = number(base["peak_memory_bytes"]), number(deep["peak_memory_bytes"])
     if lb is None or ld is None:
         return None
-    within = f" within {_mib(search['budget_bytes'])}" if search and search.get("budget_bytes") else ""
-    mem = f", peaking at {_mib(pd_)} vs the baseline's {_mib(pb)}" if pb and pd_ else ""
-    val = ""
-    if number(base["final_val_loss"]) is not None and number(deep["final_val_loss"]) is not None:
-        val = f"; its validation loss was {float(deep['final_val_loss']):.3f} vs {float(base['final_val_loss']):.3f}"
     if deep_capped(search):
-        used = f": at {int(ld)} layers it peaked at {_mib(pd_)} of the {_mib(pb)} allowed" if pb and pd_ else ""
+        used = f", peaking at {_mib(pd_)} of the {_mib(pb)} allowed" if pb and pd_ else ""
         return (f"The depth search stopped at its cap of {int(ld)} layers (the profile's `deep_max_layers`, which "
-                f"bounds the deep run's training time), not at the memory limit{used}, at batch "
-                f"{int(deep['batch_size'])}. Against the baseline's {int(lb)} layers that is {ld / lb:.2f}x, a lower "
-                f"bound{val}.")
-    return (f"The deepest reversible model{within} at batch {int(deep['batch_size'])} has {int(ld)} layers against "
-            f"the baseline's {int(lb)} ({ld / lb:.2f}x){mem}{val}.")
+                f"bounds the deep run's training time), not at the memory limit{used}: {ld / lb:.2f}x the "
+                f"baseline's {int(lb)} layers is a lower bound.")
+    within = f" within {_mib(search['budget_bytes'])}" if search and search.get("budget_bytes") else ""
+    mem = f", peaking at {_mib(pd_)}" if pd_ else ""
+    return (f"The deepest reversible model{within} at batch {int(deep['batch_size'])} has {int(ld)} layers to "
+            f"the baseline's {int(lb)} ({ld / lb:.2f}x{mem}).")
 
 
 def _finding_stall(rev_max: pd.Series, base_max: pd.Series) -> str | None:
@@ -229,13 +226,16 @@ def _finding_unigram(df: pd.DataFrame) -> str | None:
         return None
     ended = [(r, float(r["final_val_loss"])) for _, r in main_runs(df).iterrows()
              if number(r.get("final_val_loss")) is not None]
-    out = (f"A context-free model, predicting every token by its training frequency, scores {u:.3f} nats on "
-           "the validation split: only what a run ends below that line comes from reading context.")
+    out = (f"A context-free model (each token by its training frequency) scores {u:.3f} nats: only what a run "
+           f"ends below that comes from reading context.")
     near = [r for r, v in ended if v > u - UNIGRAM_MARGIN]
-    if near:   # one sentence for all of them: the same lesson, said once
-        each = ", ".join(f"{r['label']} ({r['run']}, {int(r['steps']):,} steps)" if number(r.get("steps")) else
-                         f"{r['label']} ({r['run']})" for r in near)
-        out += (f" Within {UNIGRAM_MARGIN} nats of that line: {each}. In their steps they learnt token "
+    if near:   # one sentence for all of them: the same lesson, said once, naming the shorter list
+        def name(r: pd.Series) -> str:
+            return f"{r['run']} ({int(r['steps']):,} steps)" if number(r.get("steps")) else str(r["run"])
+        far = [r for r, _ in ended if all(r is not n for n in near)]
+        each = (", ".join(name(r) for r in near) if len(near) <= len(far) or not far else
+                "all but " + ", ".join(str(r["run"]) for r in far))
+        out += (f" Within {UNIGRAM_MARGIN} nats of that line, {len(near)} of {len(ended)} runs ({each}) learnt token "
                 f"frequencies and little else.")
     return out
 
@@ -246,19 +246,23 @@ def _finding_screening(df: pd.DataFrame) -> str | None:
     n = int(df["screening"].sum())
     if not chosen:
         return f"{n} screening runs present, no choice recorded." if n else None
-    why = f" ({scr['reason']})" if scr.get("reason") else ""
     rows = scr.get("runs") or []
-    paired = sum(r.get("loss_vs_fp32") is not None for r in rows)
-    what = (f"{len(rows)} candidates ({n} short runs, {paired} streams measured on their fp32 twin's trained "
-            f"weights)" if paired else f"{n} short runs")
-    return (f"The screening compared {what} and chose {chosen.get('trunk')} with h={chosen.get('h')}, "
-            f"stream {chosen.get('stream', 'fp32')}{why}.")
+    return (f"The screening compared {counted(len(rows) or n, 'candidate')} on {counted(n, 'short run')}, one seed "
+            f"each, and chose {chosen.get('trunk')} at h = {format_number(chosen.get('h'))} on the "
+            f"{chosen.get('stream', 'fp32')} stream.")
+
+
+def _on_gpu(df: pd.DataFrame) -> bool:
+    return any("cuda" in str(d).lower() for d in main_runs(df)["device"].dropna())
 
 
 def _finding_published(df: pd.DataFrame, mb: dict | None) -> str | None:
+    """The measured ratios beside the published ones; without a GPU, the max batch and tokens/s ratios are left to
+    `limits`, which names them as what this machine could not reproduce."""
     h = headline(df, mb).set_index("key")
     parts = []
-    for key, what in (("peak_memory", "peak memory"), ("max_batch", "max batch"), ("tokens_per_s", "tokens/s")):
+    keys = (("peak_memory", "peak memory"), ("max_batch", "max batch"), ("tokens_per_s", "tokens/s"))
+    for key, what in keys if _on_gpu(df) else keys[:1]:
         r = number(h.loc[key, "ratio"])
         if r is not None:
             c = compare_speed(main_run(df, BASE), main_run(df, REV)) if key == "tokens_per_s" else None
@@ -272,7 +276,7 @@ def _finding_published(df: pd.DataFrame, mb: dict | None) -> str | None:
                      f"another corpus and model)")
     if not parts:
         return None
-    return f"Reversible against baseline here vs the published figures ({PUBLISHED_SOURCE}): " + "; ".join(parts) + "."
+    return f"Reversible against baseline, here and as published ({PUBLISHED_SOURCE}): " + "; ".join(parts) + "."
 
 
 def _finding_streams(df: pd.DataFrame) -> str | None:
@@ -281,17 +285,16 @@ def _finding_streams(df: pd.DataFrame) -> str | None:
     if len(t) < 2:
         return None
     a, b = t.iloc[0], t.iloc[1]
-    # the runs' batch, speed and exactness are in the runs table: said here only as the comparison needs them
-    each = " and ".join(f"{format_value(r['final_val_loss'], '{:.3f}')} on {r['stream']} ({r['run']})"
-                        for _, r in t.iterrows())
-    out = f"{a['trunk']} at its own max batch: validation loss {each}."
-    if a["tokens_per_s"] and b["tokens_per_s"]:
-        wide, narrow = (a, b) if a["stream"] != "fp32" else (b, a)
+    wide, narrow = (a, b) if a["stream"] != "fp32" else (b, a)
+    loss = lambda r: format_value(r["final_val_loss"], "{:.3f}")  # noqa: E731
+    out = (f"Run 3b ({wide['trunk']} on the {wide['stream']} stream at its own max batch) ended at {loss(wide)} "
+           f"against {loss(narrow)} on {narrow['stream']}")
+    if wide["tokens_per_s"] and narrow["tokens_per_s"]:
         c = compare_speed(main_run(df, narrow["run"]), main_run(df, wide["run"]))
-        out += (f" The {wide['stream']} stream ran at {wide['tokens_per_s'] / narrow['tokens_per_s']:.2f}x the fp32 "
-                f"stream's tokens/s ({f'{c.verdict}; {c.spread_text()}' if c else 'no timings to compare'}) "
-                f"and fit {wide['batch'] / narrow['batch']:.2f}x its batch.")
-    out += stream_confounds(df, a, b)
+        out += (f", at {wide['batch'] / narrow['batch']:.2f}x its batch and "
+                f"{wide['tokens_per_s'] / narrow['tokens_per_s']:.2f}x its tokens/s "
+                f"({c.verdict if c else 'no timings to compare'}, by the bootstrap interval of the median steps)")
+    out += "." + stream_confounds(df, a, b)
     for _, r in t.iterrows():
         if r["reliable"] is not None and not r["reliable"]:
             out += f" {r['run']} is {r['why']}."
@@ -322,13 +325,13 @@ def _finding_screening_held(df: pd.DataFrame) -> str | None:
     name = lambda r: f"{r['trunk']} h={r['h']:g} {r['stream']}"  # noqa: E731
     diff = pick["final_val_loss"] - second["final_val_loss"]
     tie, source = seed_tie(df.attrs.get("seeds"))   # one seed each: the tie the seed spread implies, where measured
-    verdict = ("held: the pick still ended lower" if diff <= 0 else
+    verdict = ("held" if diff <= 0 else
                f"held within the tie margin ({tie:.3f} nats, {source})" if diff <= tie else
                f"did not hold: the runner-up ended lower, beyond the tie margin ({tie:.3f} nats, {source})")
-    short = (f" (screening: {format_value(pick['screening_val_loss'], '{:.3f}')} vs "
+    short = (f" (screening {format_value(pick['screening_val_loss'], '{:.3f}')} vs "
              f"{format_value(second['screening_val_loss'], '{:.3f}')})")
     return (f"At the full budget ({pick['tokens']:,.0f} tokens) the screening's pick {name(pick)} reached "
-            f"{pick['final_val_loss']:.3f} and the runner-up {name(second)} {second['final_val_loss']:.3f}{short}: "
+            f"{pick['final_val_loss']:.3f}, the runner-up {name(second)} {second['final_val_loss']:.3f}{short}: "
             f"the choice {verdict}.")
 
 
@@ -356,7 +359,9 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None, beside_headline: bo
                                     f"{int(rev_max['batch_size'])})"))
             out.append(max_batch_speed_sentence(base_max, rev_max))
         out.append(_finding_stall(rev_max, base_max))
-    out += [_finding_max_batch_views(df), _finding_streams(df), loss_head_finding(df.attrs.get("loss_heads"))]
+    if not said:   # REPORT.md tables the max-batch runs two ways, with each run's place against the context-free line
+        out.append(_finding_max_batch_views(df))
+    out += [_finding_streams(df), loss_head_finding(df.attrs.get("loss_heads"))]
     if base is not None and deep is not None:
         out.append(_finding_deep(base, deep, deep_search(mb)))
     out.append(_finding_screening_held(df))
@@ -479,43 +484,51 @@ def corpus_used(df: pd.DataFrame) -> str:
     return ", ".join(f"`{r.data_source}` (data folder `{r.data}`)" for r in used.itertuples()) or "not recorded"
 
 
-def _bullets(lines: list[str]) -> list[str]:
-    return [f"- {s}" for s in lines] + [""]
+def bullet_list(lines: list[str]) -> str:
+    """`lines` as a Markdown list; a line ending in ":" heads the lines after it that start in lower case (the
+    items it introduces), which are indented under it."""
+    out, under = [], False
+    for line in lines:
+        under = under and line[:1].islower()
+        out.append(("  - " if under else "- ") + line)
+        under = under or line.endswith(":")
+    return "\n".join(out)
+
+
+def _section(title: str, lines: list[str]) -> list[str]:
+    return [title, "", bullet_list(lines), ""] if lines else []
 
 
 def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd.DataFrame | None = None) -> str:
-    """The text of REPORT.md (figures referenced as plots/<name>.png): the headline in computed lines, the
-    evidence (findings, tables, figures), what the companion chapters found, what this machine could not measure.
-    No paragraph appears twice: a finding shown under its own table is left out of the list of findings."""
+    """The text of REPORT.md (figures referenced as plots/<name>.png): the headline in computed lines, including
+    what spending the saved memory did not win; the evidence (the runs, the findings the headline does not say,
+    the max-batch runs two ways, the figures); one line per companion chapter; what this machine could not
+    measure. Each thing is said once: notebooks 03, 06 and 07 show the screening, max-batch and other tables."""
     mb = maxbatch_of(df, maxbatch)
     profile = df.attrs.get("profile", "?")
     devices = sorted(set(df["device"].dropna().astype(str))) if len(df) else []
-    sections = assignment_sections(df, level=3, tables=("views",))   # the others' rows are in the runs table
-    under_tables = {line[2:] for line in sections if line.startswith("- ")}
     lines = [f"# Report: profile `{profile}`", "",
-             f"Every number below was measured by the runs in `{profile}/` "
-             f"({', '.join(devices) if devices else 'no runs yet'}), except the figures marked "
-             f"*published* ({PUBLISHED_SOURCE}). Corpus: {corpus_used(df)}.", "",
-             "## Headline", "", *_bullets(headline_lines(df, mb)),
-             "## The evidence", "",   # the headline's numbers are not tabled again: notebook 07 shows that table
-             "### Findings", "", *_bullets([s for s in findings(df, mb, beside_headline=True) if s not in under_tables]),
-             "### Runs", "", markdown_table(runs_table(main_runs(df))) if len(main_runs(df)) else "No main runs.", ""]
-    scr = df[df["screening"]]
-    if len(scr):
-        lines += ["### Screening", "", markdown_table(runs_table(scr)), ""]
-    if mb:
-        lines += ["### Max batch", "", markdown_table(maxbatch_table(mb)), ""]
-    lines += sections
+             f"Measured by the runs in `{profile}/` ({', '.join(devices) if devices else 'no runs yet'}), except "
+             f"figures marked *published* ({PUBLISHED_SOURCE}). Corpus: {corpus_used(df)}.", "",
+             *_section("## Headline", headline_lines(df, mb)),
+             "## Evidence", "",
+             "### Runs", "", markdown_table(runs_table(main_runs(df))) if len(main_runs(df)) else "No main runs.", "",
+             *_section("### Findings", findings(df, mb, beside_headline=True))]
+    views = max_batch_views(df)
+    if len(views) > 1:
+        views = views.drop(columns=[c for c in ("tokens", "final_val_loss") if c in views])   # the runs table's
+        lines += ["### Max-batch runs: equal tokens and equal steps", "", markdown_table(text_table(views, _SIGNED)),
+                  ""]
     lines += ["### Figures", ""]
     for stem, title in _FIGURES + (_LOSS_HEAD_FIGURE if df.attrs.get("loss_heads") else []):
-        lines += [f"#### {title}", "", f"![{title}]({PLOTS_DIR}/{stem}.png)", ""]
+        lines += [f"![{title}]({PLOTS_DIR}/{stem}.png)", ""]
     if all_runs is not None and all_runs["profile"].nunique() > 1:
         t = runs_table(all_runs)
         t.insert(0, "profile", all_runs["profile"].tolist())
         lines += ["### All results in this folder (by device)", "", markdown_table(t), ""]
     folder = Path(df.attrs.get("results_dir") or ".") / str(profile)
-    lines += ["## What the companion chapters found", "", *_bullets(companion_findings(folder)),
-              "## What this machine could not measure", "", *_bullets(limits(df))]
+    lines += [*_section("## Companion chapters", companion_findings(folder)),
+              *_section("## Not measured on this machine", limits(df))]
     return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
 
 * `exercises` `check` and `markdown`, which every notebook's exercise and takeaway cells call, and the conventions
               of an exercise check;
-* `tables`    how every notebook shows a table (`tidy`, `format_number`);
+* `tables`    how every notebook shows a table (`tidy`, `format_number`) and a measured check (`checked`);
 * `runs`      training a workbook run from a notebook (`train_run`: a finished run reused, an interrupted one
               resumed), its folder, its speed with its spread (`Spread`), its sample; used by 03 to 07b;
 * `live_loss` the loss curve redrawn while a run trains;

@@ -530,12 +530,12 @@ def loss_head_finding(ablation: dict | None) -> str | None:
     rev = [c for c in t.columns if c not in ("residual", "reversible / residual")][0]
     bp, rp, bf, rf = t.loc["plain", "residual"], t.loc["plain", rev], t.loc["fused", "residual"], t.loc["fused", rev]
     gain_rev, gain_base = rf / rp, bf / bp
-    out = (f"With the plain loss head (all logits at once) {rev} fits batch {rp:.0f} against the residual trunk's "
-           f"{bp:.0f} ({rp / bp:.2f}x); with the fused head {rf:.0f} against {bf:.0f} ({rf / bf:.2f}x). The fused head "
-           f"raised the reversible max batch {gain_rev:.2f}x and the residual one {gain_base:.2f}x: ")
+    out = (f"With the plain loss head {rev} fits batch {rp:.0f} to the residual trunk's "
+           f"{bp:.0f}; with the fused head {rf:.0f} to {bf:.0f}. The fused head raised the reversible max batch "
+           f"{gain_rev:.2f}x and the residual one {gain_base:.2f}x: ")
     if gain_rev >= HEAD_LIMIT * gain_base:
-        return out + ("once the trunk keeps no activations, the logits are the largest thing a step holds, so the LM "
-                      "head, not the trunk, limited the reversible batch.")
+        return out + ("once the trunk keeps no activations, the logits are the largest thing a step holds, so the "
+                      "LM head, not the trunk, limited the reversible batch.")
     return out + "the head was not what limited the reversible batch here; the trunk's own activations were."
 
 

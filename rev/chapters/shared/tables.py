@@ -99,3 +99,9 @@ def _in_column(value: Any, sig: int, scientific: bool) -> Any:
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """`3 steps`, `1 step`: a count with its noun in the right number (never "step(s)")."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def checked(claim: str, holds: bool) -> str:
+    """A measured claim as a reader's checklist line: `✓ claim` where it holds, `✗ claim: does not hold` where it
+    does not, so a notebook states a check as a sentence rather than printing `claim: True` (a Python value)."""
+    return f"✓ {claim}" if holds else f"✗ {claim}: does not hold"

@@ -60,9 +60,9 @@ def test_run3b_flags_an_fp32_run_above_the_limit_as_unreliable_with_the_reason(r
     assert "run3_reversible_max_batch is unreliable" in text and "run3b_reversible_max_batch_stream is unreliable" \
         not in text
     # each at its own max batch: what moves with the stream is said, not left to read as the stream's effect
-    assert "This is not a stream comparison alone" in text and "batch 32 vs 20, steps 10 vs 16" in text
+    assert "Not the stream alone" in text and "batch 32 vs 20, steps 10 vs 16" in text
     md = report.report_markdown(df)   # REPORT: the finding says it; its runs table holds the rows
-    assert "### Run 3b" in md and "run3_reversible_max_batch is unreliable" in md and "| NO |" not in md
+    assert "Run 3b (" in md and "run3_reversible_max_batch is unreliable" in md and "| NO |" not in md
     notebook = "\n".join(report.assignment_sections(df))   # notebook 07 shows the section's own table
     assert "## Run 3b" in notebook and "| NO |" in notebook and "| yes |" in notebook
     # exactly at the limit still counts as reliable; no measurement is no verdict

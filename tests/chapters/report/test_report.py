@@ -125,7 +125,7 @@ def test_unigram_line_is_measured_and_stated(runs, results):
     near = [r for r in ("run1_baseline", "run2_reversible_same_batch")
             if _summary(results, r)["final_val_loss"] > base["unigram_val_loss"] - report.UNIGRAM_MARGIN]
     for r in near:  # four steps of training: a run may not have got past token frequencies yet
-        assert f"({r}, " in text.split(f"Within {report.UNIGRAM_MARGIN} nats of that line:")[1]
+        assert f"{r} (" in text.split(f"Within {report.UNIGRAM_MARGIN} nats of that line")[1]
     assert text.count("learnt token frequencies") == (1 if near else 0)   # the lesson said once, for all of them
     fig = plot_loss_vs_tokens(runs)
     assert any(line.get_label() == "context-free (unigram) model" for line in fig.axes[1].lines)
@@ -293,7 +293,15 @@ def test_what_a_cpu_could_not_measure_is_named_one_expectation_at_a_time(runs):
     from rev.chapters.report.headline import limits
 
     lines = limits(runs)
-    unmeasured = [s for s in lines if s.startswith("*not measured:*")]
-    assert lines[0].startswith("No GPU:") and len(unmeasured) == 4
-    assert "0.65x the baseline's tokens/s" in unmeasured[0] and "2.8x its max batch" in unmeasured[0]
+    assert lines[0].startswith("No GPU:") and "*not measured*" in lines[0] and lines[0].endswith(":")
+    unmeasured = [s for s in lines[1:] if s[:1].islower()]   # the items under it (REPORT.md indents them)
+    assert len(unmeasured) == 4
+    assert "0.65x tokens/s at the same batch" in unmeasured[0] and "2.8x the max batch" in unmeasured[0]
     assert any("reserved" in s for s in unmeasured) and any("bf16" in s for s in unmeasured)
+
+
+def test_bullet_list_indents_the_items_a_line_introduces():
+    from rev.chapters.report.writer import bullet_list
+
+    text = bullet_list(["Expected on a GPU:", "the first;", "the second.", "Another point."])
+    assert text.splitlines() == ["- Expected on a GPU:", "  - the first;", "  - the second.", "- Another point."]

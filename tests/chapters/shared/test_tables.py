@@ -38,3 +38,11 @@ def test_a_column_reads_one_way_and_its_header_in_words():
     assert shown["loss"].tolist() == ["0.4375", "8.938", "1", "2.5"]    # no value below 1e-3: unchanged
     assert shown["fits"].tolist() == ["yes", "no", "yes", "yes"]
     assert list(tidy(df, headers=False).columns) == list(df.columns)
+
+
+def test_checked_states_a_claim_as_a_sentence_either_way():
+    from rev.chapters.shared.tables import checked
+
+    assert checked("the loss fell", True) == "✓ the loss fell"
+    assert checked("the loss fell", False) == "✗ the loss fell: does not hold"
+    assert "True" not in checked("x", True) and "False" not in checked("x", False)
