@@ -12,7 +12,7 @@ The package, in the order the notebook tells the story:
 Everything public is re-exported here: `from rev.chapters import report; report.write_report(results, profile)`.
 """
 from .headline import (NOISY, batch_line, compare_speed, headline_lines, limits, loss_line, max_batch_speed_sentence,
-                       memory_line, mib, pct, Quartiles, speed_sentence, SpeedComparison, throughput_caveat,
+                       memory_line, mib, pct, Quartiles, speed_sentence, SpeedComparison, spent_line, throughput_caveat,
                        throughput_line)
 from .writer import (SECTIONS, UNIGRAM_MARGIN, add_arguments, assignment_sections, bullet_list, compare_with_published,
                      corpus_used, findings, format_headline, markdown_table, maxbatch_table, report_markdown, run_cli,
@@ -23,7 +23,7 @@ from .exercises import (MAX_BATCH_RUNS, changed_findings, check_stored_bytes_per
                         check_with_reconstruction_error, race_answer, stored_trunk_markdown, with_reconstruction_error)
 
 __all__ = ["NOISY", "batch_line", "compare_speed", "headline_lines", "limits", "loss_line", "max_batch_speed_sentence",
-           "memory_line", "mib", "pct", "Quartiles", "speed_sentence", "SpeedComparison", "throughput_caveat",
+           "memory_line", "mib", "pct", "Quartiles", "speed_sentence", "SpeedComparison", "spent_line", "throughput_caveat",
            "throughput_line", "SECTIONS", "UNIGRAM_MARGIN", "add_arguments", "assignment_sections", "bullet_list",
            "compare_with_published", "corpus_used", "findings", "format_headline", "loss_and_time_summary",
            "markdown_table", "maxbatch_table", "reconstruction_summary", "report_markdown", "run_cli", "runs_table",

@@ -255,10 +255,10 @@ def _why_batch_lost(df: pd.DataFrame, rev: pd.Series, big: pd.Series) -> str:
     return out
 
 
-def spent_line(df: pd.DataFrame) -> str | None:
+def spent_line(df: pd.DataFrame, label: str = "Spent") -> str | None:
     """What the saved memory bought when it was spent: on batch (run 3) and on depth (run 4), each against run 2
     (the same trunk at the profile's batch and depth) at equal tokens, and, where the batch lost, why. The
-    headline says what was not won too."""
+    headline says what was not won too; notebook 06 leads its takeaways with it, under its own `label`."""
     rev = main_run(df, REV)
     spent = [(what, main_run(df, name)) for what, name in (("batch", REV_MAX), ("depth", REV_DEEP))]
     spent = [(what, r) for what, r in spent if r is not None]
@@ -281,7 +281,7 @@ def spent_line(df: pd.DataFrame) -> str | None:
         return None
     verdict = (f"it paid on {' and '.join(won)}" if won else
                "neither spending beat the reversible trunk at the profile's batch and depth on this token budget")
-    return ("**Spent**: the saved memory against run 2 at equal tokens (one seed each; a gain must beat the "
+    return (f"**{label}**: the saved memory against run 2 at equal tokens (one seed each; a gain must beat the "
             f"{tie:.3f}-nat tie, {source}): " + "; ".join(parts) + f": {verdict}"
             + (f"; {why}." if why else "."))
 
