@@ -46,13 +46,19 @@ def stream_text(out) -> str:
 
 def merged_streams(outputs: list) -> list:
     """`outputs` with each run of consecutive stream outputs of one name (a bar's redraws can arrive one output
-    each) joined into one copy, so that `terminal_text` sees each whole line; the outputs given are not changed."""
+    each) joined into one copy, so that `terminal_text` sees each whole line; the outputs given are not changed.
+
+    A redraw (text opening with a carriage return) joins the previous output of its stream even when the other
+    stream printed in between: it overwrites the line that output left open, so a bar drawn at 0% before a loop
+    that prints and at 100% after it is one line, kept where the bar first appeared."""
     merged: list = []
     for out in outputs:
-        prev = merged[-1] if merged else None
-        if (out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
-                and prev.get("name") == out.get("name")):
-            prev = merged[-1] = copy.copy(prev)
+        same = [i for i, m in enumerate(merged) if m.get("output_type") == "stream"
+                and out.get("output_type") == "stream" and m.get("name") == out.get("name")]
+        adjacent = same and same[-1] == len(merged) - 1
+        redraw = same and stream_text(out).startswith("\r") and not stream_text(merged[same[-1]]).endswith("\n")
+        if adjacent or redraw:
+            prev = merged[same[-1]] = copy.copy(merged[same[-1]])
             prev["text"] = stream_text(prev) + stream_text(out)
         else:
             merged.append(out)
@@ -79,3 +85,39 @@ def clean_streams(path: str | Path) -> int:
             cell.outputs, changed = outs, changed + 1
     nbformat.write(nb, str(path))
     return changed
+
+
+# What a reader should never see in an executed copy: a machine's folders, Python's booleans where a sentence
+# belongs, and reprs of dicts and dataclasses. Stream and plain-text outputs are read (a notebook's printed lines
+# and tables); Markdown outputs are prose, where "True" may open a sentence.
+NOISE = {"a machine path": re.compile(r"(?:^|[\s'\"(=])/(?:work|tmp|home|root|Users|content|var|opt)/[\w.-]+"),
+         # a boolean as a value ("lowered the loss: True"), not as an argument in code a cell shows ("resume=False")
+         "a Python boolean": re.compile(r"(?<![=(])\b(?:True|False)\b"),
+         "a dict repr": re.compile(r"\{'[^']*': "),
+         "a dataclass repr": re.compile(r"\b[A-Z][A-Za-z]+\([a-z_]+=")}
+
+
+def _plain_texts(cell) -> list[str]:
+    texts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            texts.append(stream_text(out))
+        elif "text/plain" in out.get("data", {}) and "text/markdown" not in out.get("data", {}):
+            plain = out["data"]["text/plain"]
+            texts.append("".join(plain) if isinstance(plain, list) else plain)
+    return texts
+
+
+def noise_lines(nb, name: str = "notebook") -> list[str]:
+    """Every output line of `nb` (a read notebook) that shows one of `NOISE`, as "name, cell k: what: line"."""
+    found = []
+    for k, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        for text in _plain_texts(cell):
+            for line in text.splitlines():
+                for what, pattern in NOISE.items():
+                    if pattern.search(line):
+                        found.append(f"{name}, cell {k}: {what}: {line.strip()[:120]}")
+                        break
+    return found

@@ -8,6 +8,7 @@ outputs, no images, no machine-specific metadata, no papermill-injected paramete
     python -m rev nbref                              # execute the workbook (smoke) and write the references
     python -m rev nbref --from build/ci/notebooks    # or take an already executed build folder
     python -m rev nbref --check build/ci/notebooks   # CI: compare fresh executed copies with the references
+                                                     # (and find what a reader should not see: `outputs.NOISE`)
 
 The check does not execute anything: it compares the copies the workbook has just executed with the reference,
 cell by cell, with nbval's own rules (which cells are checked, stream coalescing, which output keys are
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from ..engine.cli import existing_folder, folder_arg
 from ..engine.files import write_text
+from .outputs import noise_lines
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = REPO / "tests" / "notebooks"
@@ -186,7 +188,11 @@ def check_references(executed_dir: str | Path, ref_dir: str | Path = REFERENCE_D
         if not fresh.exists():
             problems.append(f"{ref.stem}: no executed copy at {fresh}")
             continue
-        problems += compare(nbformat.read(fresh, as_version=4), nbformat.read(ref, as_version=4), ref.stem)
+        executed = nbformat.read(fresh, as_version=4)
+        problems += compare(executed, nbformat.read(ref, as_version=4), ref.stem)
+        problems += [f"{line}\n  (print a sentence: paths through `shown_path`, checks through "
+                     f"`rev.chapters.shared.tables.checked`, tables through `tidy`)"
+                     for line in noise_lines(executed, ref.stem)]
     return problems
 
 
@@ -205,7 +211,8 @@ def run_cli(args: argparse.Namespace) -> int:
         for p in problems:
             print(p, end="\n\n")
         n = len(list(REFERENCE_DIR.glob("*.ipynb")))
-        print(f"{len(problems)} difference(s) from the reference outputs in {n} notebooks"
+        print(f"{len(problems)} {'problem' if len(problems) == 1 else 'problems'} (differences from the reference "
+              f"outputs, or output a reader should not see) in {n} notebooks"
               + (f"; if the change is intended, regenerate with `{REGENERATE}`" if problems else ""))
         return 1 if problems else 0
     source = args.source

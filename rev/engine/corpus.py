@@ -35,7 +35,7 @@ from .progress import tqdm
 
 from .data import EOT, FORMAT, SPLITS, DataError, sha256_file, load
 from .cli import folder_arg
-from .files import read_json
+from .files import read_json, shown_path
 from . import tinystories
 from .stories import story_at
 
@@ -484,7 +484,7 @@ def _prepare_profile(profile: Any, data_root: str | Path, progress: bool) -> tup
 
     def announce() -> None:
         size = f"~{profile.data_tokens:,} tokens, " if profile.data_tokens else ""
-        print(f"preparing the {profile.data_source} corpus of profile '{profile.name}' in {out} "
+        print(f"preparing the {profile.data_source} corpus of profile '{profile.name}' in {shown_path(out)} "
               f"({size}vocabulary {profile.vocab_size}) ...", flush=True)
 
     return _prepare(req, out, progress, announce)

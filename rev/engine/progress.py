@@ -29,6 +29,9 @@ def tqdm(*args, **kwargs):
     """`tqdm.auto.tqdm`, or the plain text bar (redrawn every few seconds) when `REV_PROGRESS=text`."""
     if os.environ.get(PROGRESS_ENV) == "text":
         kwargs.setdefault("mininterval", TEXT_INTERVAL_S)
+        # a bar that erases itself (`leave=False`, an inner loop's) leaves nothing on a terminal; in a saved
+        # notebook its drawings would stay behind, frozen mid-way: headless, it is not drawn at all
+        kwargs["disable"] = kwargs.get("disable", False) or kwargs.get("leave") is False
         return TextBar(*args, **kwargs)
     return _auto(*args, **kwargs)
 

@@ -194,10 +194,10 @@ def ensure_data(prof: Profile, data_dir: Path, progress: bool = True):
 
     folder = profile_folder(prof, data_dir)
     if folder.name != prof.data_name:  # never silent: the summary records it too (data, data_source)
-        print(f"note: profile {prof.name!r} trains on {folder}, the synthetic stand-in notebook 00 prepared when "
+        print(f"note: profile {prof.name!r} trains on {shown_path(folder)}, the synthetic stand-in notebook 00 prepared when "
               f"its {prof.data_source} corpus was unreachable")
     if not (folder / "meta.json").exists():
-        print(f"data for profile {prof.name!r} not found in {folder}: preparing it now "
+        print(f"data for profile {prof.name!r} not found in {shown_path(folder)}: preparing it now "
               f"(source {prof.data_source!r}, vocabulary {prof.vocab_size})")
         prepare_profile(prof, data_dir, progress=progress)
     return load(folder, model_vocab_size=prof.vocab_size)

@@ -50,3 +50,26 @@ def test_the_site_folds_a_solution_without_its_course_marks():
     nb.cells.append(cell)
     shown = prepare_notebook(nb, "badge.svg").cells[0]
     assert shown.source == "def f():\n    return 1\n" and "hide-input" in shown.metadata["tags"]
+
+
+def test_noise_lines_find_paths_booleans_and_reprs_but_not_sentences():
+    from rev.book.outputs import noise_lines
+
+    def cell(*texts, markdown=None):
+        outs = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in texts]
+        if markdown is not None:
+            outs.append(nbformat.v4.new_output("display_data", data={"text/markdown": markdown, "text/plain": "<x>"}))
+        return nbformat.v4.new_code_cell("x", outputs=outs)
+
+    nb = nbformat.v4.new_notebook(cells=[
+        cell("reused the run in /work/main/build/ci/results/run1\n"),
+        cell("one step lowered the loss: True\n", "chosen: {'trunk': 'reveuler_rev', 'h': 1.0}\n"),
+        cell("Plan(t=8, sp=True)\n"),
+        cell("✓ one step lowered the loss\n", "saved in results/smoke/run1 (https://example.org/a/b)\n",
+         "reused the run (train with resume=False to redo it)\n", "leaf = s.detach().requires_grad_(True)\n",
+             markdown="True to the model, the loss fell."),
+    ])
+    found = noise_lines(nb, "nb")
+    assert [line.split(": ")[1] for line in found] == ["a machine path", "a Python boolean", "a dict repr",
+                                                       "a dataclass repr"]
+    assert all(not line.startswith("nb, cell 3") for line in found)   # sentences, relative paths, URLs, prose

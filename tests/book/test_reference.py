@@ -6,7 +6,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from rev.book import reference as R
 
 
-def _executed(fact: str = "exact: True\n", figure: str = "iVBORw0KGgo=") -> nbformat.NotebookNode:
+def _executed(fact: str = "exact: yes\n", figure: str = "iVBORw0KGgo=") -> nbformat.NotebookNode:
     nb = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}, "papermill": {"duration": 1.0}})
     params = new_code_cell('PROFILE = "auto"', metadata={"tags": ["parameters"]})
     injected = new_code_cell('PROFILE = "smoke"\nRESULTS_DIR = "/home/me/results"',
@@ -32,14 +32,14 @@ def test_reference_keeps_only_checked_outputs_without_images_or_injected_paramet
 def test_same_facts_pass_whatever_the_figures_timings_and_stream_chunks():
     ref = R.reference_copy(_executed())
     fresh = _executed(figure="AAAAAAAAAAAA")
-    fresh.cells[3].outputs[:2] = [new_output("stream", name="stdout", text="exact: True\n")]
+    fresh.cells[3].outputs[:2] = [new_output("stream", name="stdout", text="exact: yes\n")]
     fresh.cells[4].outputs = [new_output("stream", text="9.9 s\n")]
     assert R.compare(fresh, ref) == []
 
 
 def test_a_changed_fact_is_reported_with_a_diff():
-    problems = R.compare(_executed("exact: False\n"), R.reference_copy(_executed()), "01_x")
-    assert len(problems) == 1 and "-exact: True" in problems[0] and "+exact: False" in problems[0]
+    problems = R.compare(_executed("exact: no\n"), R.reference_copy(_executed()), "01_x")
+    assert len(problems) == 1 and "-exact: yes" in problems[0] and "+exact: no" in problems[0]
 
 
 def test_round_off_residues_and_fifth_digits_are_the_same_fact_on_another_machine():
@@ -76,10 +76,21 @@ def test_write_and_check_round_trip(tmp_path, monkeypatch):
         nbformat.write(_executed(), tmp_path / f"{name}.ipynb")
     R.write_references(tmp_path, tmp_path / "ref")
     assert R.check_references(tmp_path, tmp_path / "ref") == []
-    nbformat.write(_executed("exact: False\n"), tmp_path / "b.ipynb")
+    nbformat.write(_executed("exact: no\n"), tmp_path / "b.ipynb")
     (tmp_path / "a.ipynb").unlink()
     problems = R.check_references(tmp_path, tmp_path / "ref")
     assert len(problems) == 2 and problems[0].startswith("a: no executed copy")
+
+
+def test_the_check_finds_what_a_reader_should_not_see_even_where_it_matches_the_reference(tmp_path, monkeypatch):
+    """A boolean printed in an ignored cell is still on the reader's page: the check reads every output."""
+    monkeypatch.setattr("rev.book.sequence.SEQUENCE", ("a",))
+    nb = _executed()
+    nb.cells[4].outputs = [new_output("stream", text="saved in /home/me/results/run1: True\n")]
+    nbformat.write(nb, tmp_path / "a.ipynb")
+    R.write_references(tmp_path, tmp_path / "ref")
+    problems = R.check_references(tmp_path, tmp_path / "ref")
+    assert len(problems) == 1 and "a, cell 4: a machine path" in problems[0] and "shown_path" in problems[0]
 
 
 @pytest.mark.skipif(not any(R.REFERENCE_DIR.glob("*.ipynb")), reason="no committed references yet")

@@ -34,3 +34,30 @@ def test_a_bar_redrawn_over_several_outputs_shows_once():
             {"output_type": "stream", "name": "stdout", "text": "done\n"}]
     merged = merged_streams(outs)
     assert len(merged) == 2 and static_output(merged[0], {})["text"] == "bar 100%\n"
+
+
+def test_an_outer_bar_redrawn_after_the_loop_printed_is_one_line_where_it_first_appeared():
+    """A loop with a bar that prints each pass: the bar's 0% and its 100% arrive as two stderr outputs with the
+    prints between them; the saved cell shows the bar once, at 100%, then the prints."""
+    outs = [{"output_type": "stream", "name": "stderr", "text": "\rpretrain:   0%| 0/2"},
+            {"output_type": "stream", "name": "stdout", "text": "reveuler_rev: 20 steps\n"},
+            {"output_type": "stream", "name": "stdout", "text": "midpoint_rev: 20 steps\n"},
+            {"output_type": "stream", "name": "stderr", "text": "\rpretrain: 100%| 2/2\n"},
+            {"output_type": "stream", "name": "stderr", "text": "\rnext: 100%| 1/1\n"}]
+    merged = merged_streams(outs)
+    assert [(m["name"], terminal_text(m["text"])) for m in merged] == [
+        ("stderr", "pretrain: 100%| 2/2\n"), ("stdout", "reveuler_rev: 20 steps\nmidpoint_rev: 20 steps\n"),
+        ("stderr", "next: 100%| 1/1\n")]   # a bar drawn after a finished line is a bar of its own
+
+
+def test_an_inner_bar_that_erases_itself_is_not_drawn_headless(monkeypatch):
+    monkeypatch.delenv(progress.PROGRESS_ENV, raising=False)
+    with progress.text_progress():
+        out = io.StringIO()
+        for _ in progress.tqdm(range(3), file=out, desc="outer"):
+            for _ in progress.tqdm(range(5), file=out, desc="inner", leave=False):
+                pass
+    assert "inner" not in out.getvalue() and "\x1b[A" not in out.getvalue()
+    assert terminal_text(out.getvalue()).strip().startswith("outer: 100%")
+    shown = progress.tqdm(range(5), file=io.StringIO(), leave=False)   # where someone watches, it is drawn
+    assert not shown.disable

@@ -22,6 +22,7 @@ from typing import Sequence
 from ...engine.bench import quartiles
 from ...engine.data import TokenData
 from ...engine.stats import difference_verdict, median_difference_interval
+from ..shared.palette import sweep_colours
 from ..shared.run_log import read_log, step_speeds
 from ..shared.runs import Spread, loss_levels, run_dir_of, run_speed
 
@@ -161,9 +162,10 @@ def plot_step_speeds(summary: dict):
     x = np.arange(first, first + len(steps))
     fig, ax = plt.subplots(figsize=(8, 3.4))
     ax.plot(x, steps, ".", ms=4, color="0.4", label="one step")
-    if halves:
-        for part, start, colour, name in ((halves[0], x[0], "C0", "first half"),
-                                          (halves[1], x[len(halves[0])], "C1", "second half")):
+    if halves:   # two halves in time: an ordered pair, not two runs
+        first_c, second_c = sweep_colours(2)
+        for part, start, colour, name in ((halves[0], x[0], first_c, "first half"),
+                                          (halves[1], x[len(halves[0])], second_c, "second half")):
             s = _spread(part, "quartiles")
             span = [start, start + len(part) - 1]
             ax.fill_between(span, s.lo, s.hi, color=colour, alpha=0.25)

@@ -23,6 +23,7 @@ from ...engine.device import single_thread
 from ...core.integrators import INTEGRATORS, Integrator
 from ...core.model import GPT, GPTConfig, is_reversible, reversible_twin
 from ...core.reversible import AutocastState
+from ..shared.tables import checked
 from .suite import outcome_counts
 
 # ----------------------------------------------------------------------------------------------------------
@@ -164,11 +165,18 @@ def autocast_lines(cos: pd.DataFrame) -> list[str]:
                      f"{bad.one_minus_cos:.1e} (forgets autocast); largest relative difference {ok.rel_diff:.1e} vs "
                      f"{bad.rel_diff:.1e}")
     if "fp32" in set(cos["stream"]):
-        v = autocast_verdicts(cos)
-        lines.append(f"the bf16 test on the fp32 stream: its cosine bound (>= {AUTOCAST_COSINE}) catches the broken "
-                     f"backward: {v['cosine catches']}; its relative-norm bound (<= {AUTOCAST_REL_BOUND:g}) catches "
-                     f"it: {v['norm bound catches']}; a correct backward passes both: {v['correct passes']}")
+        lines += autocast_verdict_lines(cos)
     return lines
+
+
+def autocast_verdict_lines(cos: pd.DataFrame, stream: str = "fp32") -> list[str]:
+    """`autocast_verdicts` for a reader: a heading naming the test and the stream, then one checklist line per
+    verdict (`checked`), each bound with its value."""
+    v = autocast_verdicts(cos, stream)
+    claims = {"cosine catches": f"its cosine bound (>= {AUTOCAST_COSINE}) catches the broken backward",
+              "norm bound catches": f"its relative-norm bound (<= {AUTOCAST_REL_BOUND:g}) catches it",
+              "correct passes": "a correct backward passes both"}
+    return [f"the bf16 test on the {stream} stream:", *("  " + checked(claims[k], v[k]) for k in claims)]
 
 
 def autocast_cosines(bases: Sequence[str] = ("midpoint", "reveuler"), streams: Sequence[str] = ("fp32",),

@@ -211,7 +211,8 @@ def every_case_folded(df: pd.DataFrame) -> str:
     out of the way of one who reads the summary. Messages and descriptions are shown whole."""
     from html import escape
 
-    cases = df[["test", "params", "outcome", "duration_s", "message"]].round({"duration_s": 2})
+    cases = (df[["test", "params", "outcome", "duration_s", "message"]].round({"duration_s": 2})
+             .rename(columns={"params": "parameters", "duration_s": "seconds"}))
     with pd.option_context("display.max_colwidth", None):
         table = cases.to_html(index=False, escape=True)
     return (f"<details><summary>Every case ({len(df)}), with its parameters and outcome</summary>\n\n{table}\n"

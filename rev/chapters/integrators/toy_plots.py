@@ -95,22 +95,24 @@ def parasitic_figure(decay: ParasiticMode, osc: ParasiticMode, root_runs: Sequen
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     lam = decay.lam.real
     show = decay.n <= min(decay.crossover_predicted * 1.6, decay.n[-1])
-    axes[0].plot(decay.n[show], decay.w.real[show], "o-", ms=3, label="leapfrog (measured)")
+    axes[0].plot(decay.n[show], decay.w.real[show], "o-", ms=3, color=palette.INTEGRATORS["leapfrog"],
+                 label="leapfrog (measured)")
     axes[0].plot(decay.n[show], decay.exact.real[show], "k--", label=r"exact $e^{-\lambda t}$")
-    axes[0].plot(decay.n[show], decay.predicted.real[show], ":", color="C3", label=r"$A\mu_+^n + B\mu_-^n$")
+    axes[0].plot(decay.n[show], decay.predicted.real[show], ":", color=palette.MEASURES[1],
+                 label=r"$A\mu_+^n + B\mu_-^n$")
     axes[0].axvline(decay.crossover_predicted, color="gray", lw=0.8)
     axes[0].set(xlabel="step n", ylabel="x_n", title=f"decay, h lambda = {decay.h * lam:g}")
-    for run, color, label in ((decay, "C0", "decay"), (osc, "C1", "oscillator")):
+    for run, color, label in ((decay, palette.MEASURES[0], "decay"), (osc, palette.MEASURES[2], "oscillator")):
         nn = run.n[:-1]
         axes[1].semilogy(nn, run.parasitic, "o", ms=3, color=color, label=f"{label}: measured |p_n|/|mu- - mu+|")
         axes[1].semilogy(nn, run.parasitic_predicted, "-", color=color, alpha=0.6, label=rf"{label}: $|B||\mu_-|^n$")
     axes[1].set(xlabel="step n", ylabel="parasitic amplitude", title="the parasitic mode alone")
     grid = np.linspace(0.01, 0.6, 100)
     roots = np.array([leapfrog_roots(h, lam) for h in grid])
-    axes[2].plot(grid * lam, np.abs(roots[:, 1]), "-", color="C3", label=r"$|\mu_-|$ (parasitic)")
-    axes[2].plot(grid * lam, np.abs(roots[:, 0]), "-", color="C2", label=r"$|\mu_+|$ (physical)")
+    axes[2].plot(grid * lam, np.abs(roots[:, 1]), "-", color=palette.MEASURES[1], label=r"$|\mu_-|$ (parasitic)")
+    axes[2].plot(grid * lam, np.abs(roots[:, 0]), "-", color=palette.MEASURES[3], label=r"$|\mu_+|$ (physical)")
     axes[2].plot(grid * lam, 1 + grid * lam, "k:", label=r"$1 + h\lambda$")
-    axes[2].plot([r.h * lam for r in root_runs], [r.growth_fit for r in root_runs], "o", color="C3",
+    axes[2].plot([r.h * lam for r in root_runs], [r.growth_fit for r in root_runs], "o", color=palette.MEASURES[1],
                  label="measured growth of p_n")
     axes[2].set(xlabel=r"h lambda", ylabel="|root|", title="roots of mu^2 + 2 h lambda mu - 1")
     for ax in axes:

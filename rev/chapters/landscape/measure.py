@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from ...engine.progress import tqdm
-from ..shared.palette import BACKWARDS
+from ..shared.palette import BACKWARDS, variant_colour
 
 from ...core.model import GPTConfig
 from ...engine.bench import make_training_step
@@ -255,16 +255,16 @@ def measured_figure(rows: list[dict], sizes: Sizes):
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     b2 = sizes.batches[1]
     for v in dict.fromkeys(r["variant"] for r in rows):
-        label = BY_NAME[v].label
+        label, c = BY_NAME[v].label, variant_colour(v)
         ds = sorted(tokens[v])
-        axes[0, 0].plot(ds, [tokens[v][d] / 1024 for d in ds], "o-", label=label)
+        axes[0, 0].plot(ds, [tokens[v][d] / 1024 for d in ds], "o-", color=c, label=label)
         at = sorted((r["depth"], r["tokens_per_s"]) for r in rows
                     if r["variant"] == v and r["batch"] == b2 and r["depth"] in sizes.depths)
-        axes[0, 1].plot(*zip(*at), "o-", label=label)
+        axes[0, 1].plot(*zip(*at), "o-", color=c, label=label)
         sw = sorted((r["batch"], r["peak_bytes"] / 2 ** 20, r["tokens_per_s"]) for r in rows
                     if r["variant"] == v and r["depth"] == sizes.sweep_depth and r["batch"] in sizes.sweep_batches)
-        axes[1, 0].plot([s[0] for s in sw], [s[1] for s in sw], "o-", label=label)
-        axes[1, 1].plot([s[0] for s in sw], [s[2] for s in sw], "o-", label=label)
+        axes[1, 0].plot([s[0] for s in sw], [s[1] for s in sw], "o-", color=c, label=label)
+        axes[1, 1].plot([s[0] for s in sw], [s[2] for s in sw], "o-", color=c, label=label)
     axes[0, 0].set(title="activation memory per token", xlabel="depth (layers)", ylabel="KiB per token")
     axes[0, 1].set(title=f"speed against depth (batch {b2})", xlabel="depth (layers)", ylabel="tokens/s")
     axes[1, 0].set(title=f"peak memory against batch ({sizes.sweep_depth} layers)", xlabel="batch",

@@ -58,6 +58,15 @@ class Geometry:
     def tokens(self) -> int:
         return self.seq_len * self.micro_batch
 
+    def describe(self) -> str:
+        """The shape and numerics in one line for a reader (the dataclass repr reads as code)."""
+        numerics = [f"{8 * self.act_bytes}-bit activations", f"{8 * self.stream_bytes}-bit reversible stream",
+                    "fused attention" if self.flash else "no fused attention",
+                    "dropout" if self.dropout else "no dropout"]
+        return (f"{self.name}: {self.n_layer} layers, d_model {self.d_model:,}, {self.n_head} heads, sequence "
+                f"{self.seq_len:,}, micro-batch {self.micro_batch}, vocabulary {self.vocab_size:,}; "
+                + ", ".join(numerics))
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -78,6 +87,15 @@ class Plan:
         parts += [f"CP{self.c}"] if self.c > 1 else []
         parts += [f"ZeRO-{self.zero}/DP{self.dp}"] if self.zero else []
         return " ".join(parts) or "1 device"
+
+    def in_words(self) -> str:
+        """`describe` spelled out: each degree of parallelism by name (what `TP8+SP PP8` abbreviates)."""
+        parts = [f"tensor parallel {self.t}" + (" with sequence parallelism" if self.sp else "")] if self.t > 1 else []
+        parts += [f"pipeline parallel {self.p} over {self.m} micro-batches"] if self.p > 1 else []
+        parts += [f"context parallel {self.c}"] if self.c > 1 else []
+        zero = f" with ZeRO stage {self.zero}" if self.zero else ""
+        parts += [f"data parallel {self.dp}{zero}"] if self.dp > 1 else []
+        return ", ".join(parts) or "one device"
 
 
 # --- per token, per layer --------------------------------------------------------------------------------

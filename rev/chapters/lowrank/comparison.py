@@ -226,7 +226,10 @@ def save_verdict(profile_dir: str | Path, v: dict, success: dict | None = None) 
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:
     cols = ["rank", "spacing", "kept", "reloads", "peak_bytes", "defect", "grad_cos", "grad_rel_err", "final_loss",
             "loss_var", "accuracy"]
-    return table.groupby("arm")[cols].agg(["mean", "std"]).T.unstack()  # one row per figure
+    words = {"kept": "kept states", "peak_bytes": "peak bytes", "grad_cos": "gradient cosine",
+             "grad_rel_err": "gradient relative error", "final_loss": "final loss", "loss_var": "loss variance"}
+    out = table.groupby("arm")[cols].agg(["mean", "std"]).T.unstack()  # one row per figure
+    return out.rename(index=words)
 
 
 def comparison_figure(table: pd.DataFrame):

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 class LiveLoss:
     """Training callback that redraws the loss curve in a notebook every `every` steps (one figure,
-    updated in place, so a headless run records just the final picture)."""
+    updated in place, so a headless run records just the final picture), in the run's colour (`colour`: the
+    palette's for a workbook run, grey for another): training faint, validation as dots."""
 
-    def __init__(self, title: str, every: int = 20):
-        self.title, self.every = title, every
+    def __init__(self, title: str, every: int = 20, colour: str = "#7f7f7f"):
+        self.title, self.every, self.colour = title, every, colour
         self.steps: list[int] = []
         self.loss: list[float] = []
         self.val: list[tuple[int, float]] = []
@@ -28,9 +29,9 @@ class LiveLoss:
         from IPython.display import display
 
         fig, ax = plt.subplots(figsize=(6, 3.2))
-        ax.plot(self.steps, self.loss, lw=0.8, label="train")
+        ax.plot(self.steps, self.loss, lw=1.0, alpha=0.5, color=self.colour, label="train")
         if self.val:
-            ax.plot(*zip(*self.val), "o-", label="validation")
+            ax.plot(*zip(*self.val), "o-", color=self.colour, label="validation")
         ax.set(xlabel="tokens", ylabel="loss", title=self.title)
         ax.legend()
         fig.tight_layout()

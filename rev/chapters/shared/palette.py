@@ -18,14 +18,21 @@ SCREENING = "#7f7f7f"
 INTEGRATORS = {"residual": "#1f77b4", "euler": "#1f77b4", "midpoint": "#a63603", "leapfrog": "#a63603",
                "reveuler": "#fd8d3c"}
 STREAMS = {"fp32": "#7570b3", "fp64": "#1b9e77", "fixed": "#66a61e"}
+# 07b's ways to train past activation memory: the residual trunk's variants (stored, checkpointed, offloaded) in
+# the baseline's blues, the reversible trunks in their integrators' colours (`variant_colour`)
+VARIANTS = {"stored": "#1f77b4", "ckpt_attention": "#4292c6", "ckpt_block": "#08306b", "offload": "#9ecae1"}
 BACKWARDS = {"stored": "#525252", "rebuilt": "#d62728"}
 OTHER = "#7f7f7f"
 # the companion chapters' arms (08, 09, 09b), in hues no run, trunk or stream uses: the policy under test (the
 # adaptive checkpointing policy, the rank controller), its fixed control (fixed spacing, fixed rank, the unshocked
 # run: cyan is always "the control"), and 08's shocked arms (learning rate raised / lowered)
 ARMS = {"policy": "#e6ab02", "control": "#17becf", "raised": "#ae017e", "lowered": "#253494"}
-# several measurements of one quantity in one panel (08's four potentials): told apart by marker too
+# several measurements of one quantity in one panel (08's four potentials, 01's two toy problems and two roots):
+# told apart by marker too
 MEASURES = ("#4d4d4d", "#ae017e", "#e6ab02", "#17becf")
+# a check against a deliberately broken variant (02's bf16 backward): the correct code near-black, the broken one
+# in a hue no run, trunk or stream uses (green and red mean streams and runs, not "right" and "wrong")
+CHECKS = {"correct": "#252525", "broken": "#c51b7d"}
 
 
 def sweep_colours(n: int) -> list[str]:
@@ -40,6 +47,11 @@ def sweep_colours(n: int) -> list[str]:
 def run_colour(run: str) -> str:
     """A run's colour by its folder name (grey for any other run)."""
     return RUNS.get(run, SCREENING)
+
+
+def variant_colour(name: str) -> str:
+    """A 07b variant's colour (`VARIANTS`), a reversible trunk's by its integrator."""
+    return VARIANTS.get(name) or integrator_colour(name)
 
 
 def integrator_colour(name: str) -> str:

@@ -14,18 +14,26 @@ def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, le
     `levels` adds labelled horizontal reference lines (e.g. `loss_levels`)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4))
+    from matplotlib.lines import Line2D
+
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    keys = []   # one legend entry per run (its colour) and one per line style: not two per run
     for label, run_dir in runs.items():
         color = run_colour(Path(run_dir).name)   # the run's colour in every figure of the book
         log = read_log(run_dir)
-        ax.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), color=color, lw=1,
-                label=f"{label} (train)")
+        ax.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), color=color, lw=1)
         val = log.dropna(subset=["val_loss"])
-        ax.plot(val["tokens"], val["val_loss"], "o--", color=color, ms=4, label=f"{label} (validation)")
+        ax.plot(val["tokens"], val["val_loss"], "o--", color=color, ms=4)
+        keys.append(Line2D([], [], color=color, lw=2, label=label))
+    keys += [Line2D([], [], color="0.4", lw=1, label=f"training ({smooth}-step running mean)"),
+             Line2D([], [], color="0.4", ls="--", marker="o", ms=4, label="validation")]
     for (label, y), ls in zip((levels or {}).items(), (":", "-.", "--")):
-        ax.axhline(y, color="k", lw=1, ls=ls, label=f"{label}: {y:.2f}")
+        keys.append(ax.axhline(y, color="k", lw=1, ls=ls, label=f"{label}: {y:.2f}"))
     ax.set(xlabel="tokens", ylabel="loss", title=title)
-    ax.legend(fontsize=8)
+    if len(runs) > 2:   # many runs: the key goes below the axes, where it hides no curve
+        ax.legend(handles=keys, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, frameon=False)
+    else:
+        ax.legend(handles=keys, fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -20,6 +20,7 @@ from ...engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
 from ...engine.train import TrainConfig, train
 from .run_log import read_log, step_speeds
 from .live_loss import LiveLoss
+from .palette import run_colour
 
 RUN3B, RUNNER_UP = EXTRA_RUNS
 
@@ -35,7 +36,7 @@ def train_run(name: str, profile: ProfileLike, results: str | Path = "results", 
     Safe to run again (`resume="auto"`): a finished run with the same settings is reused, one interrupted by
     a disconnect continues from its checkpoint with the very numbers an uninterrupted run would have."""
     out = profile_dir(results, profile) / name
-    cb = LiveLoss(f"{name} ({overrides.get('trunk', 'residual')})") if live else None
+    cb = LiveLoss(f"{name} ({overrides.get('trunk', 'residual')})", colour=run_colour(name)) if live else None
     overrides.setdefault("resume", "auto")
     return train(TrainConfig(profile=get_profile(profile), out_dir=out, data_dir=data_dir, callback=cb,
                              progress=progress, **overrides))
@@ -73,8 +74,8 @@ def summary_table(summaries: list[dict]):
     df = pd.DataFrame([{k: s.get(k) for k in SUMMARY_COLUMNS} for s in summaries]).set_index("run")
     df["peak_MiB"] = df.pop("peak_memory_bytes") / 2**20
     speeds = [run_speed(s) for s in summaries]
-    df = df.rename(columns={"tokens_per_s": "tokens_per_s (overall)"})
-    df.insert(df.columns.get_loc("tokens_per_s (overall)") + 1, "tokens/s per step: median (quartiles)",
+    df = df.rename(columns={"tokens_per_s": "tokens/s (overall)", "wall_s": "wall seconds"})
+    df.insert(df.columns.get_loc("tokens/s (overall)") + 1, "tokens/s per step: median (quartiles)",
               [f"{sp.value:,.0f} ({sp.lo:,.0f}-{sp.hi:,.0f})" if sp else "no log" for sp in speeds])
     return df
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...engine.profiles import PROFILES, Profile, ProfileLike
+from ..shared.tables import checked
 
 
 @dataclass(frozen=True)
@@ -145,12 +146,13 @@ def describe_setup(sizes: FluctuationSizes) -> str:
 
 
 def paper_comparison(sizes: FluctuationSizes) -> str:
-    """One line: is `sizes` the paper's Figure 2 setup, and if not, where it differs (here vs the paper)."""
+    """One checklist line (`checked`): is `sizes` the paper's Figure 2 setup, and if not, where it differs (here
+    vs the paper)."""
     diff = paper_differences(sizes)
+    line = checked("these runs use the paper's Figure 2 setup", not diff)
     if not diff:
-        return "the paper's Figure 2 setup: True (every setup field matches)"
-    return ("the paper's Figure 2 setup: False (here vs the paper: "
-            + ", ".join(f"{k} {a} vs {b}" for k, (a, b) in diff.items()) + ")")
+        return f"{line} (every setup field matches)"
+    return f"{line} (here vs the paper: " + ", ".join(f"{k} {a} vs {b}" for k, (a, b) in diff.items()) + ")"
 
 
 # per-profile views of the same numbers (the notebook compares its run with the full specification)

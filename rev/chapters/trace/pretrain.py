@@ -53,7 +53,7 @@ def pretrained_model(profile: Any, results_dir: str | os.PathLike, data_dir: str
     chapter = model_profile(profile)                # the profile, or the chapter's smaller model on its data
     run = find_checkpoint(results_dir, profile.name, {k: getattr(chapter, k) for k in GEOMETRY})
     if run is not None:
-        return load_model(run, device), f"reused the checkpoint of a finished run: {run}"
+        return load_model(run, device), f"reused the checkpoint of a finished run: {shown_path(run)}"
     out = os.path.join(os.fspath(results_dir), profile.name, PRETRAIN_RUN)
     fraction = chapter_sizes(profile).pretrain_fraction
     tokens = max(profile.batch_size * profile.seq_len, int(profile.train_tokens * fraction))

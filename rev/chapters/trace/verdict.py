@@ -195,6 +195,11 @@ class Assessment:
     def passed(self) -> dict[str, bool]:
         return {c.name: c.passed for c in self.checks}
 
+    def checks_in_words(self) -> str:
+        """Which checks pass and which fail, by name (`passed` is a dict, which reads as code when printed)."""
+        ok, failed = [c.name for c in self.checks if c.passed], [c.name for c in self.checks if not c.passed]
+        return f"checks passed: {', '.join(ok) or 'none'}; failed: {', '.join(failed) or 'none'}"
+
     def findings(self) -> list[str]:
         return [f"[{'ok' if c.passed else 'FAIL'}] {c.name}: {c.finding}" for c in self.checks]
 

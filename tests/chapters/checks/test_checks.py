@@ -245,8 +245,10 @@ def test_autocast_verdicts_and_takeaway_follow_the_measurement():
     assert not checks.autocast_verdicts(noisy)["correct passes"]
     assert "would fail a correct one too" in checks.takeaways(tests, 1.0, grad, noisy, _mem(), 1.0)
     lines = checks.autocast_lines(usual)
-    assert len(lines) == 3 and "its cosine bound (>= 0.999) catches the broken backward: False" in lines[-1]
-    assert "catches it: True" in lines[-1]
+    assert len(lines) == 6 and lines[-4] == "the bf16 test on the fp32 stream:"
+    assert lines[-3] == "  ✗ its cosine bound (>= 0.999) catches the broken backward: does not hold"
+    assert lines[-2] == "  ✓ its relative-norm bound (<= 0.0001) catches it" and lines[-1].startswith("  ✓ a correct")
+    assert checks.autocast_verdict_lines(loud)[1].startswith("  ✓ its cosine bound")
 
 
 def test_caught_by_names_the_bound_that_fired():

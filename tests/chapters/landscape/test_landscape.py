@@ -96,6 +96,15 @@ def test_pipeline_context_and_zero():
     assert M.static_bytes(n, M.Plan(t=2, p=4)) == pytest.approx(16 * n / 8)
 
 
+def test_geometry_and_plan_read_as_sentences():
+    line = M.FRONTIER.describe()
+    assert line.startswith("GPT-3 175B") and "96 layers, d_model 12,288" in line and "no fused attention" in line
+    assert "Geometry(" not in line
+    words = M.FRONTIER_PLAN.in_words()
+    assert words.startswith("tensor parallel 8 with sequence parallelism, pipeline parallel 8 over 64 micro-batches")
+    assert M.Plan().in_words() == "one device" and M.Plan(dp=4, zero=3).in_words() == "data parallel 4 with ZeRO stage 3"
+
+
 def test_static_model_matches_measured_weights_grads_and_adam():
     cfg = GPTConfig(vocab_size=64, seq_len=32, n_layer=2, n_head=2, d_model=16)
     model, opt, step = make_training_step(cfg, 4, CPU, None)

@@ -24,9 +24,12 @@ def test_a_run_has_its_colour_in_every_figure_whatever_its_order(tmp_path):
     run2 = _log(tmp_path / "run2_reversible_same_batch", [6.0, 5.5, 5.0])
     for order in ({"a": run3, "b": run2}, {"b": run2, "a": run3}):
         fig = plot_runs(order)
-        by_label = {line.get_label(): mcolors.to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
-        assert by_label["a (train)"] == palette.RUNS["run3_reversible_max_batch"]
-        assert by_label["b (train)"] == palette.RUNS["run2_reversible_same_batch"]
+        legend = fig.axes[0].get_legend()   # one key per run, in its colour; the curves drawn in the same
+        by_label = {t.get_text(): mcolors.to_hex(h.get_color()) for t, h in zip(legend.get_texts(), legend.legend_handles)}
+        assert by_label["a"] == palette.RUNS["run3_reversible_max_batch"]
+        assert by_label["b"] == palette.RUNS["run2_reversible_same_batch"]
+        drawn = {mcolors.to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
+        assert {by_label["a"], by_label["b"]} <= drawn
         plt.close(fig)
     fig = plot_memory_speed({"run 2": {"run": "run2_reversible_same_batch", "peak_memory_bytes": 2**20,
                                        "tokens_per_s": 10.0}})
@@ -95,3 +98,26 @@ def test_the_rank_controller_figure_draws_its_arms_in_the_arm_colours():
     by_label = {ln.get_label(): mcolors.to_hex(ln.get_color()) for ln in fig.axes[2].get_lines()}
     assert by_label == {"controller": palette.ARMS["policy"], "fixed": palette.ARMS["control"]}
     plt.close(fig)
+
+
+def test_a_check_against_a_broken_variant_takes_hues_no_run_trunk_or_stream_uses():
+    taken = (set(palette.RUNS.values()) | set(palette.INTEGRATORS.values()) | set(palette.STREAMS.values())
+             | set(palette.BACKWARDS.values()) | set(palette.ARMS.values()))
+    assert not set(palette.CHECKS.values()) & taken and len(set(palette.CHECKS.values())) == 2
+
+
+def test_no_figure_takes_matplotlibs_default_cycle_instead_of_the_palette():
+    """`color="C1"` means whatever matplotlib's cycle puts there: blue or orange would mean an integrator in one
+    figure and a stream in the next. Every figure's colours come from `rev.chapters.shared.palette`."""
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    default = re.compile(r"""color\s*=\s*["']C\d["']|["']C\d["']\s*[,)]|COLORS\s*=\s*\{\s*["']\w+["']\s*:\s*["']C\d""")
+    sources = {p: p.read_text() for p in (root / "rev").rglob("*.py")}
+    for nb in (root / "notebooks").glob("*.ipynb"):
+        sources[nb] = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"]
+                                if c["cell_type"] == "code")
+    offenders = [f"{p.relative_to(root)}: {m.group(0)}" for p, text in sources.items() for m in default.finditer(text)]
+    assert not offenders, offenders

@@ -442,11 +442,12 @@ def test_an_unconverged_perceptron_cannot_carry_the_claim():
 
 def test_the_paper_setup_is_claimed_only_when_every_field_matches(tmp_path):
     paper = th.paper_sizes()
-    assert th.paper_comparison(paper).startswith("the paper's Figure 2 setup: True")
-    assert th.paper_comparison(paper.replace(seeds=9, window=50, threads=1)).endswith("True (every setup field matches)")
+    assert th.paper_comparison(paper).startswith("✓ these runs use the paper's Figure 2 setup (")
+    assert th.paper_comparison(paper.replace(seeds=9, window=50, threads=1)).endswith("setup (every setup field matches)")
     quick = th.quick_shock_sizes("cpu")
     text = th.paper_comparison(quick)
-    assert text.startswith("the paper's Figure 2 setup: False") and "d_model 64 vs 128" in text
+    assert text.startswith("✗ these runs use the paper's Figure 2 setup: does not hold (here vs the paper: ")
+    assert "d_model 64 vs 128" in text
     assert f"change_step {quick.change_step} vs 1000" in text and "seq_len" not in text
     assert th.paper_differences(paper.replace(batch_size=32)) == {"batch_size": (32, 64)}
     line = th.describe_setup(quick)
@@ -460,7 +461,7 @@ def test_the_paper_setup_is_claimed_only_when_every_field_matches(tmp_path):
     th.save_runs(th.cache_path(tmp_path, "cpu"), runs, th.FLUCTUATION_SIZES["cpu"], "cpu")  # as if paper-size
     sizes, source = th.planned_runs(tmp_path, "cpu")
     assert sizes == th.FLUCTUATION_SIZES["cpu"] and source.startswith("cached")
-    assert th.paper_comparison(sizes).endswith("True (every setup field matches)")
+    assert th.paper_comparison(sizes).endswith("setup (every setup field matches)")
 
 
 # --- the paper's protocol (data, seeds, verdicts) and the potentials along SGD paths ----------------

@@ -244,6 +244,7 @@ def test_intact_trace_passes_every_check():
     model, _, trace, snaps = recorded("adamw")
     a = T.assess(model, trace, reference=snaps[0][0])
     assert all(a.passed.values()) and not a.irreversible and a.verdict == "exactly reversible"
+    assert a.checks_in_words() == "checks passed: complete, lr recoverable, updates bounded; failed: none"
 
 
 def test_gaps_are_detected():
@@ -436,6 +437,7 @@ def test_branches_break_the_checks_and_switch_back(tiny_run):
     s = T.scenario("huge", model, branch, start)
     assert s["exact"].score.score == 1.0 and s["exact"].verdict == "exactly reversible"
     assert s["exact"].passed == {"complete": True, "lr recoverable": False, "updates bounded": False}
+    assert s["exact"].checks_in_words() == "checks passed: complete; failed: lr recoverable, updates bounded"
     assert s["bf16diff"].score.score < 1.0 and s["f32diff"].score.n_wrong > 0
     assert T.switch_branch(model, opt, branch, trace) == cfg.steps - 1
     assert T.weights_hash(model) == final
