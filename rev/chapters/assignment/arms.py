@@ -26,7 +26,10 @@ import torch
 from ...core.model import GPT, stored_twin
 from ...engine.train import TrainConfig, ensure_data, evaluate, load_model, plan_run
 from ..screening.rule import LOSS_TIE
-from ..shared.runs import round_ratio
+from ...engine.files import write_json
+from ...engine.profiles import ProfileLike
+from ..shared.results import BENCH_FILE
+from ..shared.runs import profile_dir, round_ratio
 
 MIB = 2 ** 20
 GRAD_AGREE = 1e-3   # gradients closer than this (relative) make the same step, to the rounding of a few steps
@@ -81,7 +84,7 @@ def three_arms(run1: dict, run2: dict, bench: dict, twin: dict) -> pd.DataFrame:
 def arms_finding(run1: dict, run2: dict, bench: dict, twin: dict) -> str:
     """The two effects in words: the architecture's (stored twin against residual: loss one seed each, memory and
     speed from the bench) and the backward's (reversible against the stored twin: loss and gradients on the same
-    weights, memory and speed from the bench), each speed with the interquartile range of its interleaved rounds."""
+    weights, memory and speed from the bench), each speed with the bootstrap interval of its median round ratio."""
     base, st, rv = (_bench_row(bench, t) for t in (run1["trunk"], twin["twin"], twin["trunk"]))
     arch = twin["val_loss_stored"] - run1["final_val_loss"]
     arch_loss = (f"a tie within {LOSS_TIE} nats" if abs(arch) <= LOSS_TIE else
@@ -107,3 +110,13 @@ def arms_finding(run1: dict, run2: dict, bench: dict, twin: dict) -> str:
         lines[-1] += (f" Bench: activations {rv['activation_bytes'] / st['activation_bytes']:.2f}x and peak "
                       f"{rv['peak_bytes'] / st['peak_bytes']:.2f}x the stored twin's; tokens/s {sp.text()}.")
     return "\n".join(f"- {line}" for line in lines)
+
+
+def save_bench(profile: ProfileLike, results: str | Path, bench: dict) -> Path:
+    """Keep what REPORT.md's throughput line reads of the interleaved bench (``results/<profile>/`` `BENCH_FILE`):
+    the batch, and per trunk its step seconds round by round, its peak and its activation bytes."""
+    rows = [{k: r.get(k) for k in ("trunk", "head", "step_times", "peak_bytes", "activation_bytes")}
+            for r in bench.get("runs", [])]
+    path = profile_dir(results, profile) / BENCH_FILE
+    write_json(path, {"batch": bench.get("batch"), "rounds": bench.get("steps"), "runs": rows})
+    return path

@@ -33,12 +33,12 @@ def _bullets(lines: list[str]) -> str:
 # --- comparing timings and losses, with their spread ------------------------------------------------------
 
 def speed_verdict(ratio: Spread, a: str, b: str) -> str:
-    """How `a`'s speed compares with `b`'s from the ratio a/b: slower or faster only when its whole spread (an
-    interval, or the interquartile range of interleaved rounds) lies on one side of 1."""
+    """How `a`'s speed compares with `b`'s from the ratio a/b: slower or faster only when its interval (the
+    bootstrap interval of the median ratio, over steps or over interleaved rounds) lies on one side of 1."""
     if ratio.hi < 1:
-        return f"{a} was slower than {b}: {ratio.text()} of its tokens/s, the whole spread below 1"
+        return f"{a} was slower than {b}: {ratio.text()} of its tokens/s, the whole interval below 1"
     if ratio.lo > 1:
-        return f"{a} was faster than {b}: {ratio.text()} of its tokens/s, the whole spread above 1"
+        return f"{a} was faster than {b}: {ratio.text()} of its tokens/s, the whole interval above 1"
     return f"{TOO_NOISY} whether {a} is slower or faster than {b}: {ratio.text()} covers 1"
 
 

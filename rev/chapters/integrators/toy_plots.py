@@ -12,28 +12,11 @@ from torch import Tensor
 
 from ...core.streams import STREAMS
 from ..shared import palette
+from ..shared.figures import zero_aware_log_axis
 from .toy import (DepthStudy, Field, ParasiticMode, StepStudy, depth_study, error_profile, initial_points,
                   leapfrog_roots, make_tanh_field, validate_walk)
 
 STREAM_COLORS = palette.STREAMS   # the book's colours (`rev.chapters.shared.palette`)
-
-
-def zero_aware_log_axis(ax, values: Sequence[float], axis: str = "y") -> None:
-    """Log-like axis that can also show exact zeros: symlog, linear only below the smallest nonzero value.
-
-    log(0) is undefined, yet "exactly 0" is the fixed stream's whole point, so zeros sit on the axis floor
-    instead of vanishing from the plot.
-    """
-    vals = np.abs(np.asarray(values, dtype=float).ravel())
-    positive = vals[vals > 0]
-    floor = 10.0 ** (np.floor(np.log10(positive.min())) - 1) if positive.size else 1e-18
-    top = None if positive.size else 1e-15  # all zeros: keep a few decades visible above the floor
-    if axis == "y":
-        ax.set_yscale("symlog", linthresh=floor, linscale=0.3)
-        ax.set_ylim(bottom=0, top=top)
-    else:
-        ax.set_xscale("symlog", linthresh=floor, linscale=0.3)
-        ax.set_xlim(left=0, right=top)
 
 
 def zero_note(stream: str, values: Sequence[float]) -> str:
@@ -100,7 +83,8 @@ def parasitic_figure(decay: ParasiticMode, osc: ParasiticMode, root_runs: Sequen
     axes[0].plot(decay.n[show], decay.exact.real[show], "k--", label=r"exact $e^{-\lambda t}$")
     axes[0].plot(decay.n[show], decay.predicted.real[show], ":", color=palette.MEASURES[1],
                  label=r"$A\mu_+^n + B\mu_-^n$")
-    axes[0].axvline(decay.crossover_predicted, color="gray", lw=0.8)
+    axes[0].axvline(decay.crossover_predicted, color="gray", lw=0.8,
+                    label=f"predicted crossover, n = {decay.crossover_predicted:.0f}")
     axes[0].set(xlabel="step n", ylabel="x_n", title=f"decay, h lambda = {decay.h * lam:g}")
     for run, color, label in ((decay, palette.MEASURES[0], "decay"), (osc, palette.MEASURES[2], "oscillator")):
         nn = run.n[:-1]

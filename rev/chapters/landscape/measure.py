@@ -339,7 +339,7 @@ def speed_ratio(rows: list[dict], a: str, b: str, depth: int, batch: int) -> Spr
     ta, tb = _row(rows, a, depth, batch).get("step_times"), _row(rows, b, depth, batch).get("step_times")
     if not ta or not tb:
         return None
-    return round_ratio(ta, tb, "quartiles over interleaved rounds")
+    return round_ratio(ta, tb, spread="quartiles")   # a description: too few rounds to test
 
 
 def ratio_text(ratio: Spread | None, fallback: float) -> str:

@@ -201,13 +201,41 @@ def batch_bought(base: pd.Series | None, big: pd.Series | None) -> str:
             f"{c.spread_text()}).")
 
 
-def throughput_line(base: pd.Series | None, rev: pd.Series | None) -> str:
+def bench_speed(bench: dict | None, rev: pd.Series | None):
+    """Run 2's trunk over the residual in notebook 05's interleaved bench (`Spread`: the median of the rounds'
+    ratios and its bootstrap interval), when the bench timed that trunk at run 2's batch; else None."""
+    from ..shared.runs import round_ratio
+
+    if not bench or rev is None or number(bench.get("batch")) != number(rev.get("batch_size")):
+        return None
+    rows = {r.get("trunk"): r for r in bench.get("runs", []) if r.get("step_times")}
+    trunk, base = rows.get(rev.get("trunk")), rows.get("residual")
+    if not trunk or not base or min(len(trunk["step_times"]), len(base["step_times"])) < 2:
+        return None
+    return round_ratio(trunk["step_times"], base["step_times"])
+
+
+def throughput_line(base: pd.Series | None, rev: pd.Series | None, bench: dict | None = None) -> str:
+    """The price of recomputation at the same batch: read from notebook 05's interleaved bench when it timed run
+    2's trunk (each round steps both trunks under the same load), else from the two runs, timed minutes apart."""
+    s = bench_speed(bench, rev)
+    if s is not None:
+        verdict = (f"slower by {(1 - s.value) * 100:.0f}%, the price of recomputing each block" if s.hi < 1 else
+                   "faster: on this machine something other than arithmetic set the step time (moving the stored "
+                   "trunk's kept activations through memory, the allocator), and it outweighed the recomputation"
+                   if s.lo > 1 else
+                   NOISY + " whether anything was paid")
+        return (f"**Throughput**: at batch {int(rev['batch_size'])}, timed side by side (notebook 05's bench, one "
+                f"step of each trunk per round), the reversible trunk ran at {s.value:.2f}x the baseline's tokens/s "
+                f"({s.kind} {s.lo:.2f}-{s.hi:.2f}): {verdict}.")
     c = compare_speed(base, rev)
     if c is None:
         return "**Throughput**: " + _missing(BASE, REV)
     paid = {NOISY: NOISY + " whether anything was paid",
             "slower": f"slower by {(1 - c.ratio) * 100:.0f}%, the price of recomputing each block",
-            "faster": "faster, so no price measured here (see the evidence for why a faster run is suspect)"}[c.verdict]
+            "faster": "faster, which recomputing cannot make a step: the runs were timed minutes apart, so a change "
+                      "in the machine's load is the likelier cause, and no price was measured here (notebook 05's "
+                      "interleaved bench times the two steps side by side)"}[c.verdict]
     return (f"**Throughput**: at batch {int(base['batch_size'])} the reversible trunk trained at {c.rev:,.0f} "
             f"tokens/s against {c.base:,.0f} ({pct(c.ratio)}, {c.spread_text()}): {paid}.")
 
@@ -217,7 +245,7 @@ def headline_lines(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
     bought (when the runs that spend it are present) -- one line each, computed."""
     base, rev = main_run(df, BASE), main_run(df, REV)
     lines = [memory_line(base, rev), loss_line(base, rev, df.attrs.get("seeds")), batch_line(df, maxbatch),
-             throughput_line(base, rev)]
+             throughput_line(base, rev, df.attrs.get("bench"))]
     return lines + [line for line in (spent_line(df),) if line]
 
 

@@ -327,25 +327,35 @@ def plot_screening_bars(rows: list[dict], recon_limit: float = RECON_LIMIT):
 
 
 def plot_screening_curves(runs: dict[str, str | Path], title: str = "screening runs", smooth: int = 10):
-    """Training loss (a `smooth`-step running mean, solid) and validation loss (dashed, dots) against tokens, one
-    distinct colour per run, the legend (one entry per run) beside the axes rather than over the curves."""
+    """Training loss (a `smooth`-step running mean) and validation loss (dots) against tokens: each run in its
+    integrator's colour (the book's palette), the step sizes of one integrator told apart by line style and
+    marker; the legend (one entry per run) beside the axes rather than over the curves."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
+    from ..shared.palette import integrator_colour
     from ..shared.run_log import read_log
 
-    cmap = plt.get_cmap("tab10" if len(runs) <= 10 else "tab20")
+    styles, markers = ("-", "--", ":", "-."), ("o", "s", "^", "D")
+    seen: dict[str, list] = {}   # integrator -> the step sizes drawn so far, in order
     fig, ax = plt.subplots(figsize=(11, 4.5))
     handles = []
-    for i, (label, run_dir) in enumerate(runs.items()):
-        colour = cmap(i % cmap.N)
+    for label, run_dir in runs.items():
+        summary = Path(run_dir) / "summary.json"
+        info = read_json(summary) if summary.is_file() else {}
+        trunk = info.get("trunk") or label.split("_h")[0]
+        hs = seen.setdefault(trunk, [])
+        hs.append(info.get("h", label))
+        k = (len(hs) - 1) % len(styles)
+        colour = integrator_colour(trunk)
         log = read_log(run_dir)
-        ax.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), color=colour, lw=1)
+        ax.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), styles[k], color=colour, lw=1.2)
         val = log.dropna(subset=["val_loss"])
-        ax.plot(val["tokens"], val["val_loss"], "o--", color=colour, ms=4, lw=1)
-        handles.append(Line2D([], [], color=colour, lw=2, label=label))
-    handles += [Line2D([], [], color="k", lw=1, label=f"training loss ({smooth}-step mean)"),
-                Line2D([], [], color="k", ls="--", marker="o", ms=4, lw=1, label="validation loss")]
+        ax.plot(val["tokens"], val["val_loss"], markers[k], color=colour, ms=5, mfc="white" if k else colour)
+        handles.append(Line2D([], [], color=colour, ls=styles[k], marker=markers[k], ms=5,
+                              mfc="white" if k else colour, lw=1.5, label=label))
+    handles += [Line2D([], [], color="k", lw=1, label=f"line: training loss ({smooth}-step mean)"),
+                Line2D([], [], color="k", ls="", marker="o", ms=4, label="dots: validation loss")]
     ax.set(xlabel="tokens", ylabel="loss", title=title)
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     fig.tight_layout()

@@ -23,6 +23,24 @@ _COLOURS = {run: run_colour(run) for run in (BASE, BASE_MAX, REV, REV_MAX, REV_D
 _SCREEN_COLOUR = SCREENING
 
 
+def zero_aware_log_axis(ax, values, axis: str = "y") -> None:
+    """Log-like axis that can also show exact zeros: symlog, linear only below the smallest nonzero value.
+
+    log(0) is undefined, yet "exactly 0" is often the point (the fixed stream, a gradient equal to its twin's), so zeros sit on the axis floor
+    instead of vanishing from the plot.
+    """
+    vals = np.abs(np.asarray(values, dtype=float).ravel())
+    positive = vals[vals > 0]
+    floor = 10.0 ** (np.floor(np.log10(positive.min())) - 1) if positive.size else 1e-18
+    top = None if positive.size else 1e-15  # all zeros: keep a few decades visible above the floor
+    if axis == "y":
+        ax.set_yscale("symlog", linthresh=floor, linscale=0.3)
+        ax.set_ylim(bottom=0, top=top)
+    else:
+        ax.set_xscale("symlog", linthresh=floor, linscale=0.3)
+        ax.set_xlim(left=0, right=top)
+
+
 def _plt():
     import matplotlib.pyplot as plt  # imported late: `python -m rev report --help` stays fast
     return plt

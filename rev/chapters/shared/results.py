@@ -37,6 +37,7 @@ MIB = 2**20
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
 REV_MAX_STREAM, RUNNER_UP = EXTRA_RUNS
 SEEDS_FILE = "seeds.json"   # notebook 05's seed spread of runs 1 and 2 (`rev.chapters.assignment.seeds`)
+BENCH_FILE = "same_batch_bench.json"   # notebook 05's interleaved bench at run 2's batch (`assignment.arms`)
 LOSS_HEADS_FILE = "loss_heads.json"
 HEAD_LIMIT = 1.1   # the head "limited the batch" when changing it moves the reversible batch this much more
 SCREENING_DIR = "screening"
@@ -140,7 +141,8 @@ def load_runs(results_root: str | Path, profile: str) -> pd.DataFrame:
     """One row per run of `profile` found under `results_root` (main runs first, then screening runs, flagged).
 
     The frame's ``attrs`` carry what is not a run: ``maxbatch`` (maxbatch.json or None), ``screening``
-    (screening.json or None), ``seeds`` (seeds.json, notebook 05's seed spread, or None), ``missing`` (main runs and files not found), ``profile`` and ``results_dir``.
+    (screening.json or None), ``seeds`` (seeds.json, notebook 05's seed spread, or None), ``bench`` (notebook
+    05's interleaved bench, or None), ``missing`` (main runs and files not found), ``profile`` and ``results_dir``.
     """
     profile_dir = Path(results_root) / profile
     rows, missing = [], []
@@ -173,7 +175,8 @@ def load_runs(results_root: str | Path, profile: str) -> pd.DataFrame:
     loss_heads = read_json_or_note(profile_dir / LOSS_HEADS_FILE, missing) if profile_dir.is_dir() else None
     # optional (a profile may train one seed): read when there, never listed as missing
     seeds = read_json_or_note(profile_dir / SEEDS_FILE, missing) if (profile_dir / SEEDS_FILE).is_file() else None
-    df.attrs.update(profile=profile, results_dir=str(results_root), maxbatch=maxbatch, seeds=seeds,
+    bench = read_json_or_note(profile_dir / BENCH_FILE, missing) if (profile_dir / BENCH_FILE).is_file() else None
+    df.attrs.update(profile=profile, results_dir=str(results_root), maxbatch=maxbatch, seeds=seeds, bench=bench,
                     screening=screening if isinstance(screening, dict) else None, missing=missing,
                     loss_heads=loss_heads if isinstance(loss_heads, dict) else None)
     return df

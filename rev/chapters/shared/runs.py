@@ -17,6 +17,7 @@ from pathlib import Path
 from ...engine.bench import quartiles, round_ratios
 from ...engine.files import read_json
 from ...engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
+from ...engine.stats import median_interval, median_ratio_interval
 from ...engine.train import TrainConfig, train
 from .run_log import read_log, step_speeds
 from .live_loss import LiveLoss
@@ -134,8 +135,6 @@ def speed_ratio_between(a: dict, b: dict) -> Spread | None:
     ratio (`rev.engine.stats`), which is what a verdict reads: two sets of a few hundred steps can have overlapping
     quartiles and still medians that differ beyond doubt. The two runs' steps were not interleaved, so load that
     changed between the runs is in this ratio too."""
-    from ...engine.stats import median_ratio_interval
-
     da, db = run_dir_of(a), run_dir_of(b)
     ta, tb = (step_speeds(d).tolist() if d else [] for d in (da, db))
     if len(ta) < 2 or len(tb) < 2:
@@ -147,7 +146,7 @@ def speed_ratio_between(a: dict, b: dict) -> Spread | None:
 
 def bench_ratio(bench: dict, trunk: str) -> Spread | None:
     """`trunk`'s speed over residual's in a `bench_trunks` result, round by round (both steps of a round ran
-    under the same load): the median of the rounds' ratios and their quartiles."""
+    under the same load): the median of the rounds' ratios and its bootstrap interval (`round_ratio`)."""
     rows = bench.get("runs", [])
     run = next((r for r in rows if r["trunk"] == trunk), None)
     base = next((r for r in rows if r["trunk"] == "residual" and run and r["head"] == run["head"]), None)
@@ -156,11 +155,18 @@ def bench_ratio(bench: dict, trunk: str) -> Spread | None:
     return round_ratio(run["step_times"], base["step_times"])
 
 
-def round_ratio(times: list[float], other_times: list[float], kind: str = "IQR over interleaved rounds") -> Spread:
-    """One trunk's speed over another's from their interleaved step seconds: the median of the rounds' ratios and
-    their quartiles."""
+def round_ratio(times: list[float], other_times: list[float], spread: str = "interval") -> Spread:
+    """One trunk's speed over another's from their interleaved step seconds: the median of the rounds' ratios with
+    the 95% bootstrap interval of that median (`spread="interval"`, what a faster/slower verdict reads: each
+    round is one paired draw), or with the rounds' quartiles (`spread="quartiles"`, a description only, for a
+    handful of rounds too few to bootstrap)."""
     ratios = round_ratios(times, other_times)
-    lo, hi = quartiles(ratios)
+    if spread == "interval" and len(ratios) >= 5:
+        lo, hi = median_interval(ratios)
+        kind = f"95% bootstrap interval of the median over {len(ratios)} interleaved rounds"
+    else:
+        lo, hi = quartiles(ratios)
+        kind = f"quartiles over {len(ratios)} interleaved rounds"
     return Spread(statistics.median(ratios), lo, hi, len(ratios), kind)
 
 

@@ -54,3 +54,16 @@ def test_a_prediction_is_read_back_only_when_it_was_recorded():
     text = predictions_against({"speed ratio": 0.8, "peak ratio": None}, {"speed ratio": 0.74, "peak ratio": 0.3})
     assert "you predicted 0.80, measured 0.74 (+8% of the measurement)" in text
     assert "peak ratio: measured 0.30; no prediction recorded" in text
+
+
+def test_the_bench_is_kept_where_the_report_reads_it(tmp_path):
+    from rev.chapters.report.headline import bench_speed
+    from rev.chapters.shared.results import BENCH_FILE, load_runs
+
+    bench = _bench() | {"batch": 8, "steps": 4}
+    path = arms.save_bench("smoke", tmp_path, bench)
+    assert path == tmp_path / "smoke" / BENCH_FILE
+    kept = load_runs(tmp_path, "smoke").attrs["bench"]
+    assert kept["batch"] == 8 and [r["trunk"] for r in kept["runs"]] == ["residual", "midpoint", "midpoint_rev"]
+    s = bench_speed(kept, {"trunk": "midpoint_rev", "batch_size": 8})
+    assert s.value == pytest.approx(1 / 1.3, rel=0.05) and s.hi < 1

@@ -86,7 +86,8 @@ def test_a_slower_reversible_run_reads_slower_and_names_the_price(tmp_path):
 def test_a_faster_reversible_run_reads_faster_and_is_not_called_a_price(tmp_path):
     root = _results(tmp_path, _steady(700), _steady(1000))
     h = _headline(root)
-    assert "faster, so no price measured" in h["Throughput"] and "slower" not in h["Throughput"]
+    assert "faster, which recomputing cannot make" in h["Throughput"] and "no price was measured" in h["Throughput"]
+    assert "slower" not in h["Throughput"]
     text = "\n".join(report.findings(load_runs(root, PROFILE)))
     assert "): faster. Recomputing cannot make a step faster" in text
     assert "the price of recomputing each block in backward" not in text
@@ -366,3 +367,20 @@ def test_report_tables_the_headline_numbers_nowhere_else_and_drops_columns_that_
     assert text.count("published 0.36x") == 1 and "| peak memory" not in text
     runs = text.split("### Runs")[1].split("###")[0]
     assert "train loss" not in runs and "wall s" not in runs and "| layers |" in runs   # layers differ (run 4)
+
+
+def test_the_throughput_line_reads_the_interleaved_bench_over_runs_timed_apart(tmp_path):
+    """Runs timed minutes apart read the reversible one faster (a quieter machine later); notebook 05's bench,
+    each round one step of each trunk under the same load, reads it 20% slower: the headline takes the bench."""
+    from rev.chapters.shared.results import BENCH_FILE
+
+    root = _results(tmp_path, _steady(700), _steady(1000))
+    load = [1.0 + 0.1 * (i % 4) for i in range(15)]           # the load moves from round to round
+    rows = [{"trunk": "residual", "step_times": load},
+            {"trunk": "reveuler_rev", "step_times": [t / (0.8 * (1 + 0.01 * (i % 3))) for i, t in enumerate(load)]}]
+    (root / PROFILE / BENCH_FILE).write_text(json.dumps({"batch": 8, "rounds": 15, "runs": rows}))
+    line = _headline(root)["Throughput"]
+    assert "timed side by side" in line and "slower by 19%" in line and "faster" not in line
+    assert "bootstrap interval of the median over 15 interleaved rounds" in line
+    (root / PROFILE / BENCH_FILE).write_text(json.dumps({"batch": 16, "rounds": 15, "runs": rows}))  # another batch
+    assert "faster, which recomputing cannot make" in _headline(root)["Throughput"]

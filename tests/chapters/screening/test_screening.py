@@ -70,20 +70,31 @@ def test_bars_share_rows_and_label_exact_zeros():
     matplotlib.pyplot.close(fig)
 
 
-def test_curves_legend_sits_outside_with_one_colour_per_run(tmp_path):
+def test_curves_take_their_integrators_colours_and_tell_step_sizes_apart_beside_the_axes(tmp_path):
+    import json
+
+    from matplotlib import colors as mcolors
+
+    from rev.chapters.shared import palette
+
     runs = {}
-    for i in range(12):  # more runs than tab10 has colours
-        d = tmp_path / f"run{i}"
+    for i, (trunk, h) in enumerate((("residual", 1.0), ("midpoint_rev", 0.5), ("midpoint_rev", 0.25),
+                                    ("reveuler_rev", 1.0), ("reveuler_rev", 0.5))):
+        d = tmp_path / f"{trunk}_h{h:g}_fp32"
         d.mkdir()
         (d / "log.csv").write_text("step,tokens,loss,lr,grad_norm,tokens_per_s,val_loss\n"
                                    f"0,64,{6 - i / 10},0.001,1.0,100.0,\n1,128,{5.5 - i / 10},0.001,1.0,100.0,5.4\n")
-        runs[f"run{i}"] = d
+        (d / "summary.json").write_text(json.dumps({"trunk": trunk, "h": h}))
+        runs[d.name] = d
     fig = screening.plot_screening_curves(runs)
     ax = fig.axes[0]
     legend = ax.get_legend()
     assert legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1  # beside the axes, not over them
-    colours = {tuple(line.get_color()) for line in ax.get_lines()}
-    assert len(colours) == 12
+    keys = {t.get_text(): (mcolors.to_hex(h.get_color()), h.get_linestyle(), h.get_marker())
+            for t, h in zip(legend.get_texts(), legend.legend_handles) if t.get_text() in runs}
+    assert len(set(keys.values())) == len(runs)            # every run told apart
+    assert {name: c for name, (c, _, _) in keys.items()} == {
+        name: palette.integrator_colour(name.split("_h")[0]) for name in runs}   # in its integrator's colour
     matplotlib.pyplot.close(fig)
 
 
