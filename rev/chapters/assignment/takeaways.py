@@ -48,17 +48,17 @@ def against_prediction(ratio: Spread, predicted: float, stream: str = "fp32") ->
     p = f"the prediction {predicted:.2f}"
     if ratio.covers(predicted):
         if ratio.covers(1.0):
-            return f"{p} lies inside that spread too, so whether the cost model holds is just as hard to tell"
-        return f"{p} lies inside the spread: the cost model holds on this machine"
+            return f"{p} lies inside that interval too, so whether the cost model holds is just as hard to tell"
+        return f"{p} lies inside the interval: the cost model holds on this machine"
     if ratio.hi < predicted:
-        return (f"below {p} even at the top of its spread: the reversible step costs more than its extra FLOPs "
+        return (f"below {p} even at the top of its interval: the reversible step costs more than its extra FLOPs "
                 f"(its backward walks the layers one at a time on small tensors"
                 + ("" if stream == "fp32" else f" and converts each block's input from its {stream} stream")
                 + ", work a FLOP count leaves out)")
     if ratio.lo > 1:
         return (f"above {p} and above 1, though the reversible trunk does strictly more arithmetic: on this machine "
                 f"something other than arithmetic (memory traffic, the allocator, other load) set the step time")
-    return (f"above {p} even at the bottom of its spread: the extra forward cost less than its FLOPs say, or the "
+    return (f"above {p} even at the bottom of its interval: the extra forward cost less than its FLOPs say, or the "
             f"stored trunk paid for something the count leaves out (moving its kept activations through memory)")
 
 
@@ -70,9 +70,9 @@ def runs_against_bench(runs: Spread, bench: Spread) -> str:
     if bench.covers(runs.value):
         return f"The training runs: {runs.text()}, consistent with the bench."
     if runs.lo <= bench.hi and bench.lo <= runs.hi:
-        return (f"The training runs: {runs.text()}: its median lies outside the bench's spread, though its own range "
+        return (f"The training runs: {runs.text()}: its median lies outside the bench's interval, though its own range "
                 f"is too wide to call it a contradiction; {why}.")
-    return f"The training runs: {runs.text()}, outside the bench's spread: they disagree, because {why}."
+    return f"The training runs: {runs.text()}, outside the bench's interval: they disagree, because {why}."
 
 
 def loss_verdict(diff: float, a: str, b: str, tie: float = LOSS_TIE) -> str:
@@ -163,7 +163,7 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
         agree = "" if speed.runs is None else (
             f" The training runs' own ratio, {speed.runs.text()}, "
             + ("agrees with it." if fair.covers(speed.runs.value) else
-               "has its median outside the bench's spread: the runs were timed at different moments under different "
+               "has its median outside the bench's interval: the runs were timed at different moments under different "
                "load; the bench is the fair one."))
         verdict = speed_verdict(fair, "the reversible step", "the stored one")
         speed_line = (f"Speed, from the interleaved bench: {verdict}; "

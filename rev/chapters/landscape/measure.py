@@ -285,7 +285,7 @@ def models_figure(evals: list[list[dict]], hw: M.Hardware = M.H100_ASSUMED):
     activations against recompute overhead. A technique that keeps no activations on the device (offload) is
     marked with a 0, since a log axis has no place for it."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import LogFormatterSciNotation, NullFormatter
 
     fig, axes = plt.subplots(1, len(evals) + 1, figsize=(6 * len(evals) + 5, 0.45 * max(map(len, evals)) + 2))
     for ax, rows in zip(axes, evals):
@@ -301,7 +301,12 @@ def models_figure(evals: list[list[dict]], hw: M.Hardware = M.H100_ASSUMED):
         ax.set_yticks(list(y), [r["plan"] for r in rows], fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        values = [v for r in rows for v in (r["activation_GiB"], r["static_GiB"]) if v]
+        # under two decades a log axis shows one labelled tick or none: label the minor ticks then
+        narrow = bool(values) and max(values) / min(values) < 100
+        ax.xaxis.set_minor_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 0.5))
+                                     if narrow else NullFormatter())
+        ax.tick_params(axis="x", which="minor", labelsize=7)
         ax.set(title=rows[0]["geometry"], xlabel="GiB per device")
         ax.grid(alpha=0.3, axis="x")
     axes[len(evals) - 1].axvline(hw.hbm_bytes / M.GIB, color="k", ls=":", label="HBM (assumed H100)")

@@ -71,10 +71,15 @@ def token_axis(ax) -> None:
 
 
 def plot_loss_vs_tokens(df: pd.DataFrame, smooth: int = 10):
-    """Training loss (smoothed) and validation loss against tokens seen, for every main run."""
+    """Training loss (smoothed) and validation loss against tokens seen, for every main run; a third panel zooms
+    on the second half of the runs at the baseline's batch, whose curves end too close together to read apart
+    on the full scale."""
     plt = _plt()
-    fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    fig, (ax_t, ax_v, ax_z) = plt.subplots(1, 3, figsize=(15, 4), gridspec_kw={"width_ratios": (1, 1, 0.8)})
     runs = main_runs(df)
+    base = runs[runs["run"] == BASE]
+    batch = int(base["batch_size"].iloc[0]) if len(base) else None
+    zoomed = []
     for _, r in runs.iterrows():
         log = read_log(r["path"])
         if log.empty:
@@ -84,22 +89,42 @@ def plot_loss_vs_tokens(df: pd.DataFrame, smooth: int = 10):
         ax_t.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), color=c, label=lab)
         ev = log.dropna(subset=["val_loss"])
         ax_v.plot(ev["tokens"], ev["val_loss"], "o-", color=c, label=lab, ms=4)
+        if batch is not None and int(r["batch_size"]) == batch and len(ev):
+            late = ev[ev["tokens"] >= ev["tokens"].max() / 2]
+            ax_z.plot(late["tokens"], late["val_loss"], "o-", color=c, ms=5)
+            zoomed.append((float(late["tokens"].iloc[-1]), float(late["val_loss"].iloc[-1]), c))
     if not len(runs):
         _empty(ax_t, "no main runs present")
         _empty(ax_v, "no main runs present")
+    if not zoomed:
+        _empty(ax_z, "no run at the baseline's batch")
+    _end_labels(ax_z, zoomed)
     unigram = unigram_loss(df)
     if unigram is not None:
         for ax in (ax_t, ax_v):
             ax.axhline(unigram, color="k", ls=":", lw=1, label="context-free (unigram) model")
     ax_t.set(title="training loss (faint: raw, solid: running mean)", xlabel="tokens", ylabel="loss (nats/token)")
     ax_v.set(title="validation loss", xlabel="tokens", ylabel="loss (nats/token)")
-    for ax in (ax_t, ax_v):
+    ax_z.set(title=f"zoom: validation, batch {batch}, second half" if batch else "zoom", xlabel="tokens")
+    ax_z.margins(x=0.15)
+    for ax in (ax_t, ax_v, ax_z):
         token_axis(ax)
     handles, labels = ax_v.get_legend_handles_labels()
-    if labels:  # below both panels, where it hides no curve
+    if labels:  # below the panels, where it hides no curve
         fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06 * ((len(labels) + 2) // 3), 1, 1))
     return fig
+
+
+def _end_labels(ax, ends: list[tuple[float, float, str]]) -> None:
+    """Label each curve's last value just right of it, in its colour, nudged apart where two end close together
+    (call after the curves are drawn: the nudge is a share of the axis' range)."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    gap, placed = 0.06 * (y1 - y0), []
+    for x, y, c in sorted(ends, key=lambda e: e[1]):
+        at = max(y, placed[-1] + gap) if placed else y
+        placed.append(at)
+        ax.text(x + 0.02 * (x1 - x0), at, f"{y:.3f}", color=c, fontsize=8, va="center", ha="left")
 
 
 def _bars(df: pd.DataFrame, col: str, title: str, ylabel: str, fmt: str, empty: str, log: bool = False):
@@ -211,6 +236,15 @@ def _budget_line(ax, budget: float | None) -> None:
         ax.axhline(budget / MIB, color="k", ls="--", lw=1, label=f"budget {_mib_short(budget)}")
 
 
+def _search_colour(key: str, i: int) -> str:
+    """A max-batch search in the colour of the run it sets: the residual's run 1b, the chosen trunk's run 3, the
+    other stream's run 3b (`midpoint_rev_fp64`); any further search grey."""
+    if key == "residual":
+        return _COLOURS[BASE_MAX]
+    return _COLOURS[REV_MAX_STREAM] if key.endswith(("_fp64", "_fp32", "_fixed")) else \
+        _COLOURS[REV_MAX] if i <= 1 else _SCREEN_COLOUR
+
+
 def plot_max_batch(maxbatch: dict | None):
     """The max-batch searches: every probe's measured peak against its batch, and the batches found; when
     maxbatch.json also holds the depth search ('deep'), its probes against the layer count."""
@@ -225,8 +259,7 @@ def plot_max_batch(maxbatch: dict | None):
         _empty(ax_p, "no max-batch search (maxbatch.json)")
         _empty(ax_b, "no max-batch search (maxbatch.json)")
     else:
-        colours = {k: _COLOURS[BASE] if k == "residual" else (_COLOURS[REV], _COLOURS[REV_MAX], _SCREEN_COLOUR)[i % 3]
-                   for i, k in enumerate(k for k in searches if k != "residual")} | {"residual": _COLOURS[BASE]}
+        colours = {k: _search_colour(k, i) for i, k in enumerate(searches)}
         for key, v in searches.items():
             _probe_points(ax_p, v.get("probes"), colours[key], key)
         budget = number(mb.get("budget_bytes")) or number(next(iter(searches.values())).get("budget_bytes"))
@@ -246,8 +279,10 @@ def plot_max_batch(maxbatch: dict | None):
         _probe_points(ax_d, deep.get("probes"), _COLOURS[REV_DEEP], deep.get("trunk", "deep"))
         _budget_line(ax_d, number(deep.get("budget_bytes")))
         found = f"{deep.get('n_layer', '?')} layers" + (" (the search's cap)" if deep_capped(deep) else "")
-        ax_d.set(title=f"depth probes at batch {deep.get('batch', '?')}: deepest fitting {found}",
+        ax_d.set(title=f"depth probes at batch {deep.get('batch', '?')}\ndeepest fitting: {found}",
                  xlabel="layers", ylabel="peak MiB")
+        from matplotlib.ticker import MaxNLocator
+        ax_d.xaxis.set_major_locator(MaxNLocator(integer=True))   # a layer count has no fractions
         ax_d.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -295,7 +330,7 @@ def plot_loss_heads(ablation: dict | None):
         return fig
     x, w = np.arange(len(t)), 0.8 / len(trunks)
     for i, trunk in enumerate(trunks):
-        colour = _COLOURS[BASE] if trunk == "residual" else _COLOURS[REV_MAX]
+        colour = _search_colour(trunk, i)   # as in the max-batch figure: the runs these batches set
         bars = ax.bar(x + (i - (len(trunks) - 1) / 2) * w, t[trunk], w, color=colour, label=trunk)
         ratio = t.get("reversible / residual") if trunk != "residual" else None
         ax.bar_label(bars, labels=[f"{b:.0f}" + (f" ({r:.2f}x)" if ratio is not None else "")

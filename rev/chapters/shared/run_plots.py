@@ -10,15 +10,16 @@ from .run_log import read_log
 
 
 def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, levels: dict[str, float] | None = None,
-              zoom: float = 0.4):
+              zoom: float | None = None):
     """Training loss (a `smooth`-step running mean) and validation loss against tokens, one colour per run;
-    `levels` adds labelled horizontal reference lines (e.g. `loss_levels`). With two runs or more, an inset
-    zooms on the last `zoom` of the tokens, where the curves that end close together are told apart."""
+    `levels` adds labelled horizontal reference lines (e.g. `loss_levels`). An inset zooms on the last `zoom` of
+    the tokens (by default 0.4 for a pair of runs, whose curves end close together, and none otherwise)."""
     import matplotlib.pyplot as plt
 
     from matplotlib.lines import Line2D
 
     fig, ax = plt.subplots(figsize=(8, 4.4))
+    zoom = (0.4 if len(runs) == 2 else 0.0) if zoom is None else zoom
     inset = ax.inset_axes([0.42, 0.38, 0.55, 0.55]) if len(runs) > 1 and zoom else None
     keys, window = [], []   # one legend entry per run (its colour) and one per line style: not two per run
     for label, run_dir in runs.items():

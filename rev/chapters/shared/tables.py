@@ -64,7 +64,11 @@ def header(name: Any) -> Any:
     """A field name in words: underscores as spaces, `per_s` as "/s" (`tokens_per_s_q1` -> "tokens/s q1");
     anything but a snake_case string unchanged, and so are names a reader looks up as they are written: a run's
     folder (`run1_baseline`), a trunk (`midpoint_rev`) or a name built on one (`reveuler_rev_h1_fp32`)."""
-    if not isinstance(name, str) or "_" not in name or " " in name or _identifier(name):
+    if not isinstance(name, str) or "_" not in name:
+        return name
+    if " " in name:   # a field with words after it ("MiB_per_sequence (line)"): each word on its own
+        return " ".join(header(word) for word in name.split(" "))
+    if _identifier(name) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)+", name):
         return name
     return name.replace("_per_s", "/s").replace("_", " ")
 

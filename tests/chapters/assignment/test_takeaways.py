@@ -70,11 +70,11 @@ def test_the_speed_verdict_follows_the_bench_and_its_spread(tmp_path):
     noisy = T.same_batch_speed(0.8, bench([1.0] * 9, [0.5, 2.0] * 4 + [1.0]), "reveuler_rev", run1, run2)
     texts = {k: T.speed_finding(v) for k, v in (("slower", slower), ("faster", faster), ("noisy", noisy))}
     assert "the reversible step was slower than the stored one" in texts["slower"]
-    assert "lies inside the spread: the cost model holds" in texts["slower"]       # rounds 0.77-0.83 hold 0.8
+    assert "lies inside the interval: the cost model holds" in texts["slower"]       # rounds 0.77-0.83 hold 0.8
     assert "was faster than the stored one" in texts["faster"] and "above 1" in texts["faster"]
     assert T.TOO_NOISY in texts["noisy"] and "slower than" not in texts["noisy"]
     # the training runs (0.46) disagree with a bench at 0.77, and the text says which to believe
-    assert "outside the bench's spread: they disagree" in texts["slower"]
+    assert "outside the bench's interval: they disagree" in texts["slower"]
     assert "The bench is the fair one" in texts["slower"]
     # training runs whose own spread is wide: their median is off the bench, yet no contradiction is claimed
     wide = make_run(tmp_path / "w", "run2_reversible_same_batch", val=5.0, tps=[100.0, 900.0] * 20)
@@ -99,7 +99,7 @@ def test_same_batch_takeaways_change_with_speed_and_loss(tmp_path):
                                                                    "reveuler_rev", run1, won))
     assert "the reversible trunk lost by 0.200 nats" in text_lost and "won by 0.200 nats" in text_won
     assert "was slower than" in text_lost and "was faster than" in text_won
-    assert "has its median outside the bench's spread" in text_lost   # runs 0.46 vs bench 0.77
+    assert "has its median outside the bench's interval" in text_lost   # runs 0.46 vs bench 0.77
     # the loss gap is attributed to the architecture, with the stored twin named; slicing is said when it ran
     assert "one seed each" in text_lost and "not the memory-free backward's" in text_lost
     assert "the stored reveuler would train to the same loss" in text_lost and "slices" not in text_lost

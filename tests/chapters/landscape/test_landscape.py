@@ -8,6 +8,7 @@ of Korthikanti et al. 2022 and Rajbhandari et al. 2020 they restate.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -134,7 +135,7 @@ def test_verdict_and_takeaways_are_computed(rows, fits):
     take = L.takeaways(s, L.model_check(fits, SMALL), gpt)
     assert take.startswith("### Takeaways") and f"{fits['stored'][0]:.0f} bytes per token" in take
     if SMALL.rounds:   # a timed speed ratio carries the spread of its interleaved rounds
-        assert "quartiles over interleaved rounds" in text and "quartiles over interleaved rounds" in take
+        assert all(re.search(r"quartiles over \d+ interleaved rounds", t) for t in (text, take))
     rows_f = M.evaluate(M.FRONTIER, frontier=True)
     assert all(math.isfinite(r["activation_GiB"]) and r["activation_GiB"] >= 0 for r in rows_f)
 
