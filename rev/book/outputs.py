@@ -52,16 +52,17 @@ def merged_streams(outputs: list) -> list:
     stream printed in between: it overwrites the line that output left open, so a bar drawn at 0% before a loop
     that prints and at 100% after it is one line, kept where the bar first appeared."""
     merged: list = []
+    last: dict[str, int] = {}   # stream name -> where its latest output sits in `merged`
     for out in outputs:
-        same = [i for i, m in enumerate(merged) if m.get("output_type") == "stream"
-                and out.get("output_type") == "stream" and m.get("name") == out.get("name")]
-        adjacent = same and same[-1] == len(merged) - 1
-        redraw = same and stream_text(out).startswith("\r") and not stream_text(merged[same[-1]]).endswith("\n")
-        if adjacent or redraw:
-            prev = merged[same[-1]] = copy.copy(merged[same[-1]])
-            prev["text"] = stream_text(prev) + stream_text(out)
-        else:
-            merged.append(out)
+        i = last.get(out.get("name")) if out.get("output_type") == "stream" else None
+        if i is not None and (i == len(merged) - 1 or (stream_text(out).startswith("\r")
+                                                      and not stream_text(merged[i]).endswith("\n"))):
+            merged[i] = copy.copy(merged[i])
+            merged[i]["text"] = stream_text(merged[i]) + stream_text(out)
+            continue
+        if out.get("output_type") == "stream":
+            last[out.get("name")] = len(merged)
+        merged.append(out)
     return merged
 
 

@@ -22,34 +22,42 @@ LEVEL = 0.95          # the interval's coverage
 RESAMPLES = 2000      # bootstrap resamples: the interval's ends move by well under 1% of its width beyond this
 
 
-def median_difference_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL,
-                               resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of median(a) - median(b) at `level` (seeded: the same data, the same interval)."""
+def _median_draws(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """The medians of `resamples` resamples of `x` drawn with replacement."""
+    return np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
+
+
+def _central(draws: np.ndarray, level: float) -> tuple[float, float]:
+    """The central `level` of bootstrap draws: the percentile interval."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(draws, [tail, 1 - tail])
+    return float(lo), float(hi)
+
+
+def _two_samples(a: Sequence[float], b: Sequence[float], resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Resampled medians of two independent sets of timings (a's drawn first: seeded, the same data give the same
+    interval)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) < 2 or len(b) < 2:
         raise ValueError(f"need at least 2 timings on each side to bootstrap (got {len(a)} and {len(b)})")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
     rng = np.random.default_rng(seed)
-    med_a = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
-    med_b = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
-    tail = (1 - level) / 2
-    lo, hi = np.quantile(med_a - med_b, [tail, 1 - tail])
-    return float(lo), float(hi)
+    return _median_draws(a, rng, resamples), _median_draws(b, rng, resamples)
+
+
+def median_difference_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL,
+                               resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(a) - median(b) at `level` (seeded: the same data, the same interval)."""
+    med_a, med_b = _two_samples(a, b, resamples, seed)
+    return _central(med_a - med_b, level)
 
 
 def median_ratio_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL,
                           resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of median(a) / median(b) at `level` (positive timings or speeds; seeded)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if len(a) < 2 or len(b) < 2:
-        raise ValueError(f"need at least 2 timings on each side to bootstrap (got {len(a)} and {len(b)})")
-    rng = np.random.default_rng(seed)
-    med_a = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
-    med_b = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
-    tail = (1 - level) / 2
-    lo, hi = np.quantile(med_a / med_b, [tail, 1 - tail])
-    return float(lo), float(hi)
+    med_a, med_b = _two_samples(a, b, resamples, seed)
+    return _central(med_a / med_b, level)
 
 
 def median_interval(x: Sequence[float], level: float = LEVEL, resamples: int = RESAMPLES,
@@ -60,13 +68,7 @@ def median_interval(x: Sequence[float], level: float = LEVEL, resamples: int = R
     x = np.asarray(x, float)
     if len(x) < 2:
         raise ValueError(f"need at least 2 values to bootstrap a median (got {len(x)})")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    rng = np.random.default_rng(seed)
-    med = np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
-    tail = (1 - level) / 2
-    lo, hi = np.quantile(med, [tail, 1 - tail])
-    return float(lo), float(hi)
+    return _central(_median_draws(x, np.random.default_rng(seed), resamples), level)
 
 
 def difference_verdict(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> int:

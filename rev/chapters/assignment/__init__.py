@@ -35,7 +35,8 @@ from .exercises import (COMPARE_CASES, LINE_CASES, SEARCH_CASES, check_bisection
                         check_max_batch_from_line, check_speed_ratio, check_unigram_loss, memory_split,
                         predicted_speed_ratio, predictions_against, trunk_flop_share)
 
-__all__ = ["GRAD_AGREE", "arms_finding", "paired_twin", "save_bench", "three_arms", "SEEDS_DIR", "SEEDS_FILE", "load_spread",
+__all__ = ["GRAD_AGREE", "arms_finding", "paired_twin", "save_bench", "three_arms",
+           "SEEDS_DIR", "SEEDS_FILE", "load_spread",
            "plot_seeds", "replica_name", "save_spread", "seed_spread", "seed_tie", "spread_finding", "train_replicas", "FASTER", "SLOWER", "TOO_NOISY", "baseline_takeaways", "compare_speeds", "curve_reading", "halves_text",
            "known_words", "plot_step_speeds", "speed_halves", "speed_text", "spread_share", "timed_steps",
            "LOSS_HEADS_FILE", "ledger_finding", "line_batches", "line_vs_search", "loss_head_ablation",

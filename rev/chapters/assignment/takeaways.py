@@ -35,10 +35,10 @@ def _bullets(lines: list[str]) -> str:
 def speed_verdict(ratio: Spread, a: str, b: str) -> str:
     """How `a`'s speed compares with `b`'s from the ratio a/b: slower or faster only when its interval (the
     bootstrap interval of the median ratio, over steps or over interleaved rounds) lies on one side of 1."""
-    if ratio.hi < 1:
-        return f"{a} was slower than {b}: {ratio.text()} of its tokens/s, the whole interval below 1"
-    if ratio.lo > 1:
-        return f"{a} was faster than {b}: {ratio.text()} of its tokens/s, the whole interval above 1"
+    side = ratio.side(1.0)
+    if side:
+        return (f"{a} was {'slower' if side < 0 else 'faster'} than {b}: {ratio.text()} of its tokens/s, the whole "
+                f"interval {'below' if side < 0 else 'above'} 1")
     return f"{TOO_NOISY} whether {a} is slower or faster than {b}: {ratio.text()} covers 1"
 
 

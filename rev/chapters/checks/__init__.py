@@ -14,8 +14,9 @@ from .suite import (OUTCOMES, TEST_SELECTIONS, all_passed, by_test, describe_ite
 from .measure import (AUTOCAST_COSINE, AUTOCAST_GEOMETRY, AUTOCAST_REL_BOUND, AUTOCAST_TESTS, DEPTH_GEOMETRY,
                       EXACT_REL_BOUND, GRAD_GEOMETRY, SABOTAGE_FILE, STREAM_MODEL_DTYPE, SWAP_TESTS, autocast_cosines,
                       autocast_lines, autocast_verdict_lines, autocast_verdicts, caught_by, caught_by_cosine,
-                      depth_memory, exactly_equal, forgetting_autocast, gradient_differences, growth_ratios, how_caught, layer_ticks, param_layer,
-                      replacing_integrator, separation, stream_gap, takeaways, worst_autocast)
+                      depth_memory, exactly_equal, forgetting_autocast, gradient_differences, growth_ratios,
+                      how_caught, layer_ticks, param_layer, replacing_integrator, separation, stream_gap, takeaways,
+                      worst_autocast)
 from .exercises import check_autocast_sabotage, check_swapped_inverse
 
 __all__ = ["OUTCOMES", "TEST_SELECTIONS", "all_passed", "by_test", "describe_item", "every_case_folded", "not_ok",
@@ -23,6 +24,7 @@ __all__ = ["OUTCOMES", "TEST_SELECTIONS", "all_passed", "by_test", "describe_ite
            "AUTOCAST_COSINE", "AUTOCAST_GEOMETRY", "AUTOCAST_REL_BOUND", "AUTOCAST_TESTS", "DEPTH_GEOMETRY",
            "EXACT_REL_BOUND", "GRAD_GEOMETRY", "SABOTAGE_FILE", "STREAM_MODEL_DTYPE", "SWAP_TESTS", "autocast_cosines",
            "autocast_lines", "autocast_verdict_lines", "autocast_verdicts", "caught_by", "caught_by_cosine",
-           "depth_memory", "exactly_equal", "forgetting_autocast", "gradient_differences", "growth_ratios", "how_caught", "layer_ticks", "param_layer",
+           "depth_memory", "exactly_equal", "forgetting_autocast", "gradient_differences", "growth_ratios",
+           "how_caught", "layer_ticks", "param_layer",
            "replacing_integrator", "separation", "stream_gap", "takeaways", "worst_autocast",
            "check_autocast_sabotage", "check_swapped_inverse"]

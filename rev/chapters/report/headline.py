@@ -20,6 +20,7 @@ from ..shared.results import (PUBLISHED_SOURCE, published_reference, row_spread,
 from ..assignment.seeds import seed_tie
 from ..screening.rule import LOSS_TIE
 from ..shared.run_log import first_evaluation_from, step_speeds, val_loss_after_steps, val_loss_at
+from ..shared.runs import bench_ratio
 
 NOISY = "too noisy to tell on this machine"
 
@@ -202,17 +203,26 @@ def batch_bought(base: pd.Series | None, big: pd.Series | None) -> str:
 
 
 def bench_speed(bench: dict | None, rev: pd.Series | None):
-    """Run 2's trunk over the residual in notebook 05's interleaved bench (`Spread`: the median of the rounds'
+    """Run 2's trunk over the residual in notebook 05's interleaved bench (`bench_ratio`: the median of the rounds'
     ratios and its bootstrap interval), when the bench timed that trunk at run 2's batch; else None."""
-    from ..shared.runs import round_ratio
-
     if not bench or rev is None or number(bench.get("batch")) != number(rev.get("batch_size")):
         return None
-    rows = {r.get("trunk"): r for r in bench.get("runs", []) if r.get("step_times")}
-    trunk, base = rows.get(rev.get("trunk")), rows.get("residual")
-    if not trunk or not base or min(len(trunk["step_times"]), len(base["step_times"])) < 2:
-        return None
-    return round_ratio(trunk["step_times"], base["step_times"])
+    return bench_ratio(bench, rev.get("trunk"))
+
+
+def _price(verdict: str, ratio: float, interleaved: bool) -> str:
+    """What a same-batch speed verdict says of recomputation's price. A faster reversible step means something
+    other than arithmetic set the time: in an interleaved bench the machine itself, between runs timed minutes
+    apart most likely a change of load."""
+    faster = ("faster: on this machine something other than arithmetic set the step time (moving the stored "
+              "trunk's kept activations through memory, the allocator), and it outweighed the recomputation"
+              if interleaved else
+              "faster, which recomputing cannot make a step: the runs were timed minutes apart, so a change in the "
+              "machine's load is the likelier cause, and no price was measured here (notebook 05's interleaved "
+              "bench times the two steps side by side)")
+    return {NOISY: NOISY + " whether anything was paid",
+            "slower": f"slower by {(1 - ratio) * 100:.0f}%, the price of recomputing each block",
+            "faster": faster}[verdict]
 
 
 def throughput_line(base: pd.Series | None, rev: pd.Series | None, bench: dict | None = None) -> str:
@@ -220,24 +230,16 @@ def throughput_line(base: pd.Series | None, rev: pd.Series | None, bench: dict |
     2's trunk (each round steps both trunks under the same load), else from the two runs, timed minutes apart."""
     s = bench_speed(bench, rev)
     if s is not None:
-        verdict = (f"slower by {(1 - s.value) * 100:.0f}%, the price of recomputing each block" if s.hi < 1 else
-                   "faster: on this machine something other than arithmetic set the step time (moving the stored "
-                   "trunk's kept activations through memory, the allocator), and it outweighed the recomputation"
-                   if s.lo > 1 else
-                   NOISY + " whether anything was paid")
+        verdict = {-1: "slower", 1: "faster", 0: NOISY}[s.side(1.0)]
         return (f"**Throughput**: at batch {int(rev['batch_size'])}, timed side by side (notebook 05's bench, one "
                 f"step of each trunk per round), the reversible trunk ran at {s.value:.2f}x the baseline's tokens/s "
-                f"({s.kind} {s.lo:.2f}-{s.hi:.2f}): {verdict}.")
+                f"({s.kind} {s.lo:.2f}-{s.hi:.2f}): {_price(verdict, s.value, interleaved=True)}.")
     c = compare_speed(base, rev)
     if c is None:
         return "**Throughput**: " + _missing(BASE, REV)
-    paid = {NOISY: NOISY + " whether anything was paid",
-            "slower": f"slower by {(1 - c.ratio) * 100:.0f}%, the price of recomputing each block",
-            "faster": "faster, which recomputing cannot make a step: the runs were timed minutes apart, so a change "
-                      "in the machine's load is the likelier cause, and no price was measured here (notebook 05's "
-                      "interleaved bench times the two steps side by side)"}[c.verdict]
     return (f"**Throughput**: at batch {int(base['batch_size'])} the reversible trunk trained at {c.rev:,.0f} "
-            f"tokens/s against {c.base:,.0f} ({pct(c.ratio)}, {c.spread_text()}): {paid}.")
+            f"tokens/s against {c.base:,.0f} ({pct(c.ratio)}, {c.spread_text()}): "
+            f"{_price(c.verdict, c.ratio, interleaved=False)}.")
 
 
 def headline_lines(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:

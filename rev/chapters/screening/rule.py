@@ -337,16 +337,15 @@ def plot_screening_curves(runs: dict[str, str | Path], title: str = "screening r
     from ..shared.run_log import read_log
 
     styles, markers = ("-", "--", ":", "-."), ("o", "s", "^", "D")
-    seen: dict[str, list] = {}   # integrator -> the step sizes drawn so far, in order
+    seen: dict[str, int] = {}   # integrator -> how many of its runs are drawn so far
     fig, ax = plt.subplots(figsize=(11, 4.5))
     handles = []
     for label, run_dir in runs.items():
         summary = Path(run_dir) / "summary.json"
         info = read_json(summary) if summary.is_file() else {}
         trunk = info.get("trunk") or label.split("_h")[0]
-        hs = seen.setdefault(trunk, [])
-        hs.append(info.get("h", label))
-        k = (len(hs) - 1) % len(styles)
+        k = seen.get(trunk, 0) % len(styles)   # the integrator's first run solid, its next dashed, ...
+        seen[trunk] = seen.get(trunk, 0) + 1
         colour = integrator_colour(trunk)
         log = read_log(run_dir)
         ax.plot(log["tokens"], log["loss"].rolling(smooth, min_periods=1).mean(), styles[k], color=colour, lw=1.2)

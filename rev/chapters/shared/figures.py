@@ -26,8 +26,8 @@ _SCREEN_COLOUR = SCREENING
 def zero_aware_log_axis(ax, values, axis: str = "y") -> None:
     """Log-like axis that can also show exact zeros: symlog, linear only below the smallest nonzero value.
 
-    log(0) is undefined, yet "exactly 0" is often the point (the fixed stream, a gradient equal to its twin's), so zeros sit on the axis floor
-    instead of vanishing from the plot.
+    log(0) is undefined, yet "exactly 0" is often the point (the fixed stream, a gradient equal to its twin's),
+    so zeros sit on the axis floor instead of vanishing from the plot.
     """
     vals = np.abs(np.asarray(values, dtype=float).ravel())
     positive = vals[vals > 0]
@@ -236,13 +236,12 @@ def _budget_line(ax, budget: float | None) -> None:
         ax.axhline(budget / MIB, color="k", ls="--", lw=1, label=f"budget {_mib_short(budget)}")
 
 
-def _search_colour(key: str, i: int) -> str:
+def _search_colour(key: str) -> str:
     """A max-batch search in the colour of the run it sets: the residual's run 1b, the chosen trunk's run 3, the
-    other stream's run 3b (`midpoint_rev_fp64`); any further search grey."""
+    other stream's run 3b (its key names the stream: `midpoint_rev_fp64`)."""
     if key == "residual":
         return _COLOURS[BASE_MAX]
-    return _COLOURS[REV_MAX_STREAM] if key.endswith(("_fp64", "_fp32", "_fixed")) else \
-        _COLOURS[REV_MAX] if i <= 1 else _SCREEN_COLOUR
+    return _COLOURS[REV_MAX_STREAM] if key.endswith(("_fp64", "_fp32", "_fixed")) else _COLOURS[REV_MAX]
 
 
 def plot_max_batch(maxbatch: dict | None):
@@ -259,7 +258,7 @@ def plot_max_batch(maxbatch: dict | None):
         _empty(ax_p, "no max-batch search (maxbatch.json)")
         _empty(ax_b, "no max-batch search (maxbatch.json)")
     else:
-        colours = {k: _search_colour(k, i) for i, k in enumerate(searches)}
+        colours = {k: _search_colour(k) for k in searches}
         for key, v in searches.items():
             _probe_points(ax_p, v.get("probes"), colours[key], key)
         budget = number(mb.get("budget_bytes")) or number(next(iter(searches.values())).get("budget_bytes"))
@@ -330,7 +329,7 @@ def plot_loss_heads(ablation: dict | None):
         return fig
     x, w = np.arange(len(t)), 0.8 / len(trunks)
     for i, trunk in enumerate(trunks):
-        colour = _search_colour(trunk, i)   # as in the max-batch figure: the runs these batches set
+        colour = _search_colour(trunk)   # as in the max-batch figure: the runs these batches set
         bars = ax.bar(x + (i - (len(trunks) - 1) / 2) * w, t[trunk], w, color=colour, label=trunk)
         ratio = t.get("reversible / residual") if trunk != "residual" else None
         ax.bar_label(bars, labels=[f"{b:.0f}" + (f" ({r:.2f}x)" if ratio is not None else "")

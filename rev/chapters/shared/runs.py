@@ -97,8 +97,9 @@ def with_step_speeds(table, results_dir: str | Path):
 @dataclass(frozen=True)
 class Spread:
     """A timing (or a ratio of timings) with its spread: `value` the median, `lo`/`hi` the quartiles over `n`
-    steps or rounds (`kind` says which); for a ratio of two separate runs, the 95% bootstrap interval of the ratio
-    of their median steps (`speed_ratio_between`)."""
+    steps, or an interval (`kind` says which): for a ratio of two separate runs, the 95% bootstrap interval of the
+    ratio of their median steps (`speed_ratio_between`); for interleaved rounds, that of the median round ratio
+    (`round_ratio`)."""
     value: float
     lo: float
     hi: float
@@ -107,6 +108,11 @@ class Spread:
 
     def covers(self, x: float) -> bool:
         return self.lo <= x <= self.hi
+
+    def side(self, x: float = 1.0) -> int:
+        """-1 when the whole interval lies below `x`, +1 when above, 0 when it holds `x` (a ratio against 1:
+        slower, faster, or too noisy to tell)."""
+        return -1 if self.hi < x else 1 if self.lo > x else 0
 
     def text(self, fmt: str = "{:.2f}", unit: str = "") -> str:
         f = lambda v: fmt.format(v) + unit  # noqa: E731
@@ -149,7 +155,7 @@ def bench_ratio(bench: dict, trunk: str) -> Spread | None:
     under the same load): the median of the rounds' ratios and its bootstrap interval (`round_ratio`)."""
     rows = bench.get("runs", [])
     run = next((r for r in rows if r["trunk"] == trunk), None)
-    base = next((r for r in rows if r["trunk"] == "residual" and run and r["head"] == run["head"]), None)
+    base = next((r for r in rows if r["trunk"] == "residual" and run and r.get("head") == run.get("head")), None)
     if run is None or base is None or not run.get("step_times"):
         return None
     return round_ratio(run["step_times"], base["step_times"])
