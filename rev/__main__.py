@@ -4,7 +4,7 @@ Each sub-command lives in the module that owns its logic; that module exposes `a
 `run_cli(args) -> int`. Modules are imported only when their command runs, so `--help` stays fast.
 
 A mistake the user can make ends any command the same way: one line `error: ...` on stderr, exit status 2, nothing
-written (`rev.engine.cli` says how a command reports one; `REV_TRACEBACK=1` shows the traceback behind the line).
+written (`rev.base.cli` says how a command reports one; `REV_TRACEBACK=1` shows the traceback behind the line).
 """
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ import sys
 import traceback
 
 COMMANDS = {
-    "prepare": ("rev.engine.corpus", "tokenize a corpus into data/<name>/"),
-    "train": ("rev.engine.train", "train one run of a profile"),
-    "maxbatch": ("rev.engine.maxbatch", "find the largest batch that fits"),
-    "bench": ("rev.engine.bench", "memory and speed of every trunk, side by side"),
+    "prepare": ("rev.data.corpus", "tokenize a corpus into data/<name>/"),
+    "train": ("rev.training.loop", "train one run of a profile"),
+    "maxbatch": ("rev.measure.maxbatch", "find the largest batch that fits"),
+    "bench": ("rev.measure.bench", "memory and speed of every trunk, side by side"),
     "report": ("rev.chapters.report.writer", "tables, plots and REPORT.md from results"),
     "workbook": ("rev.book.workbook", "run the notebook sequence headless"),
     "bundle": ("rev.book.bundle", "pack code, tokenizer and token files for Colab"),
     "student": ("rev.book.student", "write the student edition of the notebooks (solutions stubbed)"),
     "course": ("rev.book.course", "write an nbgrader course (source/ assignments, nbgrader_config.py)"),
     "thermo-shock": ("rev.chapters.thermo.cache", "chapter 08's LR shock at the paper's size over seeds, cached"),
-    "gpucheck": ("rev.engine.gpucheck", "check the CUDA path on a real GPU: one table (under 10 minutes on a T4)"),
+    "gpucheck": ("rev.training.gpucheck", "check the CUDA path on a real GPU: one table (under 10 minutes on a T4)"),
     "nbref": ("rev.book.reference", "write (or --check) the reference outputs of the checked notebook cells"),
     "badges": ("rev.book.colab", "point every Colab badge and REPO_URL at a repository (after publishing a fork)"),
     "site": ("rev.book.site", "the HTML edition: a static book from the executed notebooks (--check: in a browser)"),
@@ -33,7 +33,7 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command in this process; returns its exit status. Bad usage raises argparse's `SystemExit(2)`; an
-    anticipated error (`rev.engine.cli.USER_ERRORS`) raises `SystemExit("error: <one line>")`, chained to it."""
+    anticipated error (`rev.base.cli.USER_ERRORS`) raises `SystemExit("error: <one line>")`, chained to it."""
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m rev", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == wanted:
             importlib.import_module(module).add_arguments(p)
     args = parser.parse_args(argv)
-    from .engine.cli import USER_ERRORS, one_line
+    from .base.cli import USER_ERRORS, one_line
 
     try:
         return int(importlib.import_module(COMMANDS[args.command][0]).run_cli(args) or 0)
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def cli(argv: list[str] | None = None) -> int:
     """What `python -m rev` runs: `main`, with an error message printed as it is (no traceback) and exit status 2."""
-    from .engine.cli import show_traceback
+    from .base.cli import show_traceback
 
     try:
         return main(argv)

@@ -35,8 +35,8 @@ def pytest_collection_modifyitems(items) -> None:
 @pytest.fixture(scope="module")
 def smoke_data(tmp_path_factory) -> Path:
     """A prepared smoke-profile corpus in a temporary folder, shared by a test module."""
-    from rev.engine.corpus import prepare_profile
-    from rev.engine.profiles import get_profile
+    from rev.data.corpus import prepare_profile
+    from rev.base.profiles import get_profile
 
     root = tmp_path_factory.mktemp("data")
     prepare_profile(get_profile("smoke"), root, progress=False)

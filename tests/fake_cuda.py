@@ -3,7 +3,7 @@ code paths `rev` takes only on CUDA (relative peaks, the max-batch budget, out-o
 GPU) run on a CPU, with real tensors.
 
 Tensors stay on the CPU; the counters follow PyTorch's CPU allocator. `memory_allocated()` is that allocator's
-running total of live tensor bytes (read from the profiler's allocation events, the source `rev.engine.memory`
+running total of live tensor bytes (read from the profiler's allocation events, the source `rev.measure.memory`
 uses on CPU), `max_memory_allocated()` the highest it reached since `reset_peak_memory_stats()`. Like CUDA's, both
 are process-wide: a model the test keeps alive counts in them, as an earlier model does on a GPU.
 `memory_reserved()` adds `cached_bytes`, blocks the caching allocator keeps without using them (`empty_cache()`
@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rev.engine.memory import CpuAllocations
+from rev.measure.memory import CpuAllocations
 
 MIB = 2 ** 20
 
@@ -60,7 +60,7 @@ class FakeCuda:
     def max_memory_allocated(self, device=None) -> int:
         if torch._C._current_graph_task_id() != -1:
             # inside backward the profiler cannot be stopped to read its events (it crashes later, at garbage
-            # collection): answer the peak as of the last read, a lower bound (rev.engine.memory reads the
+            # collection): answer the peak as of the last read, a lower bound (rev.measure.memory reads the
             # counter there for the forward phase's peak; no test here checks that figure on the fake)
             return self._peak
         now = cpu_allocated_now()

@@ -1,5 +1,5 @@
 """Bad input on the command line, for every command: what a user will type wrongly ends in one line that says
-what to do, a non-zero exit status, no traceback, and nothing written or overwritten (rev.engine.cli).
+what to do, a non-zero exit status, no traceback, and nothing written or overwritten (rev.base.cli).
 
 The table walks every command of `rev.__main__.COMMANDS` and every option that takes a value; a command or
 option added later without a row here fails `test_every_command_and_option_is_in_the_table`. Each row runs in
@@ -21,7 +21,7 @@ import torch
 from rev.__main__ import COMMANDS, cli, main
 from rev.book import colab, reference
 from rev.book.sequence import SEQUENCE
-from rev.engine.cli import TRACEBACK_ENV
+from rev.base.cli import TRACEBACK_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -208,7 +208,7 @@ def _argv(command: str, args: str, tmp: Path) -> list[str]:
 def _other_dataset_copy(root: Path, monkeypatch, request, rows: dict) -> None:
     """REV_TINYSTORIES naming a folder in the hub's layout whose splits hold `rows` (another data set's columns)."""
     datasets = pytest.importorskip("datasets")
-    from rev.engine import tinystories
+    from rev.data import tinystories
 
     folder = root / "Other" / "data"
     folder.mkdir(parents=True)
@@ -293,7 +293,7 @@ def test_a_kernel_that_fails_to_start_leaves_no_half_written_notebook(tmp_path, 
 
 
 def test_a_gpu_number_beyond_those_visible_is_refused(fake_cuda):
-    from rev.engine.device import pick_device
+    from rev.base.device import pick_device
 
     assert pick_device("cuda:0") == torch.device("cuda", 0) and pick_device("cuda").type == "cuda"
     with pytest.raises(ValueError, match=r"'cuda:1': only 1 CUDA GPU\(s\) visible"):

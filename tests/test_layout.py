@@ -10,10 +10,14 @@ import inspect
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rev"
-# which room may import which: imports point down only (core is torch only), and book and chapters do not import
-# each other
-MAY_IMPORT = {"core": {"core"}, "engine": {"core", "engine"}, "chapters": {"core", "engine", "chapters"},
-              "book": {"core", "engine", "book"}}
+# which room may import which: imports point down this list only. `core` imports torch only; `base` (settings and
+# plumbing) stands on core; `data` and `measure` stand on base and do not import each other; `training` uses both;
+# `chapters` and `book` stand on everything below and do not import each other.
+BELOW = {"core": set(), "base": {"core"}, "data": {"core", "base"}, "measure": {"core", "base"},
+         "training": {"core", "base", "data", "measure"},
+         "chapters": {"core", "base", "data", "measure", "training"},
+         "book": {"core", "base", "data", "measure", "training"}}
+MAY_IMPORT = {room: below | {room} for room, below in BELOW.items()}
 
 
 def _module(path: Path, root: Path) -> str:
@@ -86,11 +90,40 @@ def test_the_cycle_search_finds_a_planted_circle(tmp_path):
     assert cycles(import_graph(pkg)) == [["rev.book.a", "rev.book.b"]]
 
 
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, target) pairs whose target's room the module's room may not import; a room not in `MAY_IMPORT`
+    (a new folder nobody placed) may import nothing of the package's rooms."""
+    def room(m: str) -> str | None:
+        parts = m.split(".")
+        # rev itself and rev.__main__ (the command line, which imports each command's module) stand above all
+        return parts[1] if len(parts) > 1 and not parts[1].startswith("__") else None
+
+    return sorted((m, t) for m, targets in graph.items() for t in targets
+                  if room(m) is not None and room(t) is not None and room(t) not in MAY_IMPORT.get(room(m), set()))
+
+
+def test_every_room_is_placed():
+    rooms = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == set(MAY_IMPORT), "a folder of rev/ with no place in the layout (add it to BELOW, and to README)"
+
+
 def test_rooms_import_downwards_only():
-    wrong = [(m, t) for m, targets in import_graph().items() for t in targets
-             if m.count(".") >= 1 and t.count(".") >= 1
-             and t.split(".")[1] not in MAY_IMPORT.get(m.split(".")[1], {t.split(".")[1]})]
-    assert wrong == [], "imports that point up (core imports torch only, engine only core) or across book/chapters"
+    assert upward_imports(import_graph()) == [], "imports that point up the rooms, or across data/measure, book/chapters"
+
+
+def test_the_layout_check_finds_a_planted_upward_import(tmp_path):
+    pkg = tmp_path / "rev"
+    for room in ("core", "base", "measure", "training", "data"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "training" / "loop.py").write_text("from ..measure import memory\n")        # down: allowed
+    (pkg / "measure" / "memory.py").write_text("def f():\n    from ..training import loop\n")  # up, deferred
+    (pkg / "measure" / "bench.py").write_text("from rev.data import tokens\n")           # across
+    (pkg / "data" / "tokens.py").write_text("from ..base import files\n")
+    (pkg / "base" / "files.py").write_text("")
+    assert upward_imports(import_graph(pkg)) == [("rev.measure.bench", "rev.data.tokens"),
+                                                 ("rev.measure.memory", "rev.training.loop")]
 
 
 CHAPTERS = PACKAGE / "chapters"

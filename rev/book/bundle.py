@@ -1,5 +1,5 @@
 """`python -m rev bundle` (used by colab/revbook_colab.ipynb and notebook 07): the zips that carry the workbook to
-another machine and its results back (the results zip and its `merge` live in `rev.engine.results_folder`).
+another machine and its results back (the results zip and its `merge` live in `rev.base.results_folder`).
 
 * ``python -m rev bundle [--profile P] [--out PATH]`` -- the code (``rev/``, ``pyproject.toml``, ``README.md``,
   ``environment.yml``, ``tests/``, ``notebooks/``, ``colab/``, ``.ci/``) and, when it has been prepared here, the
@@ -17,9 +17,9 @@ import json
 import zipfile
 from pathlib import Path
 
-from ..engine.cli import file_arg, folder_arg
-from ..engine.files import atomic_zip, walk_files
-from ..engine.results_folder import RESULTS_MARKER, make_results_archive
+from ..base.cli import file_arg, folder_arg
+from ..base.files import atomic_zip, walk_files
+from ..base.results_folder import RESULTS_MARKER, make_results_archive
 
 BUNDLE_DIRS = ("rev", "tests", "notebooks", "colab", ".ci")
 BUNDLE_FILES = ("pyproject.toml", "README.md", "environment.yml")
@@ -51,8 +51,8 @@ def code_files(root: Path) -> list[Path]:
 
 def data_folder(profile: str, data_dir: Path) -> Path | None:
     """The profile's prepared corpus folder if it is complete here, else None."""
-    from ..engine.corpus import profile_folder
-    from ..engine.profiles import get_profile
+    from ..data.corpus import profile_folder
+    from ..base.profiles import get_profile
 
     folder = profile_folder(get_profile(profile), data_dir)
     return folder if all((folder / f).is_file() for f in DATA_FILES) else None
@@ -65,7 +65,7 @@ def make_bundle(profile: str = "t4", out: str | Path | None = None, data_dir: st
     `root` is the checkout to pack (default: the one `rev` is imported from); `data_dir` defaults to
     ``<root>/data``; `out` to ``<root>/dist/revbook-<profile>.zip``.
     """
-    from ..engine.profiles import resolve_profile_name
+    from ..base.profiles import resolve_profile_name
 
     profile = resolve_profile_name(profile)
     root = Path(root) if root is not None else source_root()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..engine.files import write_text
+from ..base.files import write_text
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_GLOBS = ("notebooks/*.ipynb", "colab/*.ipynb")

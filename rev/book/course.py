@@ -33,8 +33,8 @@ import re
 import zipfile
 from pathlib import Path
 
-from ..engine.cli import folder_arg
-from ..engine.files import atomic_path, write_text
+from ..base.cli import folder_arg
+from ..base.files import atomic_path, write_text
 from . import student
 from .colab import SETUP_CELL, _BADGE, code_cells
 

@@ -30,8 +30,8 @@ import math
 import re
 from pathlib import Path
 
-from ..engine.cli import existing_folder, folder_arg
-from ..engine.files import write_text
+from ..base.cli import existing_folder, folder_arg
+from ..base.files import write_text
 from .outputs import noise_lines
 
 REPO = Path(__file__).resolve().parents[2]

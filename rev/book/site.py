@@ -40,8 +40,8 @@ from typing import Any
 
 import nbformat
 
-from ..engine.cli import folder_arg
-from ..engine.results_folder import PLOTS_DIR, REPORT_NAME
+from ..base.cli import folder_arg
+from ..base.results_folder import PLOTS_DIR, REPORT_NAME
 from .colab import SETUP_CELL, _REF, _URL
 from .outputs import merged_streams, stream_text, terminal_text
 from .sequence import SEQUENCE
@@ -541,7 +541,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.src is None and args.profile is None:
         raise SystemExit("error: give --from DIR (executed notebooks) or --profile PROFILE (build/PROFILE/notebooks)")
     if args.src is None:
-        from ..engine.profiles import resolve_profile_name  # "auto" names the folder the workbook used
+        from ..base.profiles import resolve_profile_name  # "auto" names the folder the workbook used
 
         args.profile = resolve_profile_name(args.profile)
     src = args.src or Path("build") / args.profile / "notebooks"

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.cli import folder_arg
+from ..base.cli import folder_arg
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SOLUTION, CHECK, ANSWER = "solution", "check", "answer"

@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..engine.cli import UserError, folder_arg
-from ..engine.files import atomic_path, read_json, shown_path, write_json
-from ..engine.progress import text_progress
-from ..engine.profiles import resolve_profile_name
-from ..engine.results_folder import REPORT_NAME
+from ..base.cli import UserError, folder_arg
+from ..base.files import atomic_path, read_json, shown_path, write_json
+from ..base.progress import text_progress
+from ..base.profiles import resolve_profile_name
+from ..base.results_folder import REPORT_NAME
 from .outputs import clean_streams
 from .sequence import NOTEBOOK_DIR, SEQUENCE
 

@@ -14,6 +14,6 @@ story module by module in its `__init__`, and owning its sizes, findings, figure
     10   trace         a fine-tuning run walked back exactly from a kept trace of updates
 
 `shared` holds what several chapters use (exercise `check`, table format, training and reading runs, run figures).
-Chapters import `rev.core`, `rev.engine` and each other, never `rev.book` (the editions), which imports none of
+Chapters import every room below them (`rev.core` ... `rev.training`) and each other, never `rev.book` (the editions), which imports none of
 them.
 """

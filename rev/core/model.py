@@ -98,7 +98,7 @@ class GPTConfig:
     split_heads: bool = False
     # sequences per batch slice in the reversible trunks and residual_ckpt: the trunk runs (forward, recompute
     # and backward) over slices of the batch, so one block evaluation holds one slice's activations, whatever
-    # the batch. "auto" is the policy of `rev.engine.slicing`: on a CPU `auto_batch_slice(seq_len)` (what a model
+    # the batch. "auto" is the policy of `rev.measure.slicing`: on a CPU `auto_batch_slice(seq_len)` (what a model
     # built from this config runs), on a GPU what the budget needs, set by training and the max-batch search;
     # 0 or None runs the whole batch at once
     batch_slice: int | str | None = "auto"
@@ -365,7 +365,7 @@ class GPT(nn.Module):
 
     def check_input(self, idx: Tensor, targets: Tensor | None = None) -> None:
         """Shape and range checks. The range check runs only on CPU tensors: on a GPU it would force a
-        sync every step, and `rev.engine.data.load` already checks the data's vocabulary against the model's."""
+        sync every step, and `rev.data.tokens.load` already checks the data's vocabulary against the model's."""
         if idx.dim() != 2 or idx.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"idx must be an integer tensor of shape (batch, time), got {tuple(idx.shape)} "
                              f"{idx.dtype}")

@@ -139,32 +139,36 @@ def run_inverse(integrator: Integrator, blocks: Sequence[nn.Module], state: Stat
     return state
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReversibleSpec:
-    """What one memory-free trunk call runs: the integrator, its blocks, step, stream and kept boundaries.
-
-    `slices` is how many Functions (batch slices, see `reversible_trunk`) share this spec. Their backwards add
-    the blocks' parameter gradients into one running sum (`param_sums`), and the last of them to run returns it
-    (the others return None for the parameters, which autograd reads as zero): so a step holds one set of
-    parameter gradients, not one per slice."""
+    """What a memory-free trunk runs, the same for every call: the integrator, its blocks, step, stream and kept
+    boundaries. It holds no state of any call (`SliceGradients` is one call's)."""
 
     integrator: Integrator
     blocks: Sequence[nn.Module]
     h: float
     stream: Stream
     keep: frozenset[int] = field(default_factory=frozenset)
-    slices: int = 1
-    param_sums: list[list[Tensor | None]] | None = None
-    backwards_done: int = 0
 
-    def take_param_grads(self, sums: list[list[Tensor | None]], params: Sequence[Tensor]) -> list[Tensor | None]:
+
+class SliceGradients:
+    """One trunk call's parameter gradients, summed over the Functions of its batch slices (see
+    `reversible_trunk`): each slice's backward adds into the running sum, and the last of them returns it (the
+    others return None for the parameters, which autograd reads as zero), so a step holds one set of parameter
+    gradients, not one per slice. Made afresh by every call, so two calls never share a sum."""
+
+    def __init__(self, blocks: Sequence[nn.Module], slices: int):
+        self.slices, self.done = slices, 0
+        self.sums: list[list[Tensor | None]] = [[None] * len(list(b.parameters())) for b in blocks]
+
+    def take(self, sums: list[list[Tensor | None]], params: Sequence[Tensor]) -> list[Tensor | None]:
         """After one slice's backward: keep the running sums, or, after the last slice, hand them out (zeros for
         a parameter no block output depended on) and start over (a second backward sums again)."""
-        self.backwards_done += 1
-        if self.backwards_done < self.slices:
-            self.param_sums = sums
+        self.done += 1
+        if self.done < self.slices:
+            self.sums = sums
             return [None] * len(params)
-        self.param_sums, self.backwards_done = None, 0
+        self.sums, self.done = [[None] * len(layer) for layer in sums], 0
         flat = [g for layer in sums for g in layer]
         return [g if g is not None else torch.zeros_like(p) for g, p in zip(flat, params)]
 
@@ -205,7 +209,8 @@ def blocks_with(spec: "ReversibleSpec", params: Sequence[Tensor]) -> Iterator[No
 
 
 class ReversibleFunction(torch.autograd.Function):
-    """apply(spec, *state_in, *params) -> final state (decoded to the input's dtype).
+    """apply(spec, gradients, *state_in, *params) -> final state (decoded to the input's dtype); `gradients` is
+    the call's `SliceGradients`, shared by the Functions of its batch slices.
 
     A second backward (`retain_graph=True`, as `torch.autograd.gradcheck` does) works: the first backward frees
     the final state as it goes, so that the trunk's backward holds no extra copy of it, and keeps the input
@@ -215,14 +220,14 @@ class ReversibleFunction(torch.autograd.Function):
     own error, as for any other function."""
 
     @staticmethod
-    def forward(ctx, spec: ReversibleSpec, *inputs: Tensor):
+    def forward(ctx, spec: ReversibleSpec, gradients: SliceGradients, *inputs: Tensor):
         n_state = len(inputs) - sum(1 for b in spec.blocks for _ in b.parameters())
         state_in, params = inputs[:n_state], inputs[n_state:]
         dtype = state_in[0].dtype
         stream = spec.stream
         state = tuple(stream.encode(s) for s in state_in)
         final, kept = run_forward(spec.integrator, spec.blocks, state, spec.h, stream, dtype, keep=spec.keep)
-        ctx.spec, ctx.state, ctx.kept, ctx.dtype, ctx.n_params = spec, final, kept, dtype, len(params)
+        ctx.spec, ctx.gradients, ctx.state, ctx.kept, ctx.dtype = spec, gradients, final, kept, dtype
         ctx.rebuilt_input = None
         ctx.params, ctx.versions = params, tuple(p._version for p in params)
         ctx.autocast = AutocastState.capture(state_in[0].device.type)
@@ -249,7 +254,7 @@ class ReversibleFunction(torch.autograd.Function):
         grads = [g.to(carrier) if g is not None else torch.zeros_like(stream.decode(s, carrier))
                  for g, s in zip(grads_out, state)]
         # parameter gradients, layer by layer, added to what earlier slices' backwards summed
-        sums = spec.param_sums or [[None] * len(list(b.parameters())) for b in spec.blocks]
+        sums = ctx.gradients.sums
         owned: dict[int, weakref.ref] = {}  # tensors this backward rebuilt: only those it may overwrite
         for layer in reversed(range(len(spec.blocks))):
             if layer + 1 in kept:  # restart from an exact copy of this boundary
@@ -260,7 +265,7 @@ class ReversibleFunction(torch.autograd.Function):
             grads = tape.input_grads(state)
             sums[layer] = tape.param_sums()
         ctx.rebuilt_input = state  # what a second backward starts its forward from
-        return (None, *(g.to(ctx.dtype) for g in grads), *spec.take_param_grads(sums, ctx.params))
+        return (None, None, *(g.to(ctx.dtype) for g in grads), *ctx.gradients.take(sums, ctx.params))
 
 
 class LayerTape:
@@ -394,9 +399,11 @@ def reversible_trunk(integrator: Integrator, blocks: Sequence[nn.Module], x: Ten
     sequences runs through its own `ReversibleFunction` (see `sliced`): the backward's working set is one
     slice's, and the memory per sequence is the state and its gradient."""
     slices = -(-x.shape[0] // batch_slice) if 0 < batch_slice < x.shape[0] else 1  # as many as `sliced` makes
-    spec = ReversibleSpec(integrator, blocks, h, stream.at_least(x.dtype), frozenset(keep), slices)
+    spec = ReversibleSpec(integrator, blocks, h, stream.at_least(x.dtype), frozenset(keep))
+    gradients = SliceGradients(blocks, slices)   # this call's, shared by its slices' Functions only
     params = [p for b in blocks for p in b.parameters()]
-    run = lambda part: integrator.output(ReversibleFunction.apply(spec, *integrator.init(part), *params))  # noqa: E731
+    run = lambda part: integrator.output(  # noqa: E731
+        ReversibleFunction.apply(spec, gradients, *integrator.init(part), *params))
     return sliced(run, x, batch_slice)
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from rev.book import bundle
-from rev.engine import results_folder
+from rev.base import results_folder
 from rev.chapters.shared.results import load_runs
 from rev.__main__ import main
-from rev.engine.profiles import get_profile
+from rev.base.profiles import get_profile
 
 DATA_NAME = get_profile("smoke").data_name
 
@@ -50,7 +50,7 @@ def test_bundle_holds_code_and_prepared_data(tmp_path, data_dir):
     path = bundle.make_bundle("smoke", tmp_path / "b.zip", data_dir)
     names = _names(path)
     for expected in ("revbook/rev/__init__.py", "revbook/rev/book/bundle.py", "revbook/pyproject.toml",
-                     "revbook/README.md", "revbook/environment.yml", "revbook/tests/engine/test_setup.py",
+                     "revbook/README.md", "revbook/environment.yml", "revbook/tests/test_setup.py",
                      "revbook/BUNDLE.json", *(f"revbook/data/{DATA_NAME}/{f}" for f in bundle.DATA_FILES)):
         assert expected in names
     assert any(n.startswith("revbook/notebooks/") and n.endswith(".ipynb") for n in names)
@@ -64,7 +64,7 @@ def test_bundle_without_prepared_data_says_so(tmp_path, capsys):
     assert main(["bundle", "--profile", "smoke", "--out", str(tmp_path / "b.zip"),
                  "--data-dir", str(tmp_path / "nothing")]) == 0
     assert "data: none" in capsys.readouterr().out
-    assert not [n for n in _names(tmp_path / "b.zip") if "/data/" in n]
+    assert not [n for n in _names(tmp_path / "b.zip") if n.startswith("revbook/data/")]
 
 
 def test_results_archive_leaves_checkpoints_out_and_merges_back(results, tmp_path, capsys):
@@ -121,7 +121,7 @@ def test_unpacked_bundle_installs_and_runs_its_own_tests(tmp_path, data_dir):
                            check=True, env=env, cwd=tmp_path).stdout.strip()
     assert Path(where).resolve() == (code / "rev" / "__init__.py").resolve()
     # third-party pytest plugins (nbval, ...) are not needed for these tests and take seconds to load
-    tests = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/engine/test_setup.py"],
+    tests = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_setup.py"],
                            capture_output=True, text=True, env={**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
                            cwd=code, timeout=120)
     assert tests.returncode == 0, tests.stdout[-2000:] + tests.stderr[-2000:]

@@ -17,8 +17,8 @@ import pytest
 
 from rev.book import colab
 from rev.chapters.report.writer import corpus_used
-from rev.engine.corpus import prepare_stand_in, profile_folder, stand_in_name
-from rev.engine.profiles import get_profile
+from rev.data.corpus import prepare_stand_in, profile_folder, stand_in_name
+from rev.base.profiles import get_profile
 
 ROOT = colab.ROOT
 NOTEBOOKS = colab.notebook_paths()

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from rev.book.workbook import completed, marker_path
-from rev.engine.files import write_json
-from rev.engine.profiles import get_profile
-from rev.engine.train import TrainConfig, train
+from rev.base.files import write_json
+from rev.base.profiles import get_profile
+from rev.training.loop import TrainConfig, train
 from run_logs import logged_losses
 
 SMOKE = get_profile("smoke")
@@ -105,7 +105,7 @@ def test_interrupted_workbook_continues_where_it_stopped(data_dir, tmp_path):
 
 def test_the_parameters_cell_names_folders_inside_the_checkout_relative_to_it(tmp_path):
     from rev.book.sequence import NOTEBOOK_DIR
-    from rev.engine.files import shown_path as notebook_path   # what run_workbook passes to the parameters cell
+    from rev.base.files import shown_path as notebook_path   # what run_workbook passes to the parameters cell
 
     root = NOTEBOOK_DIR.parent
     assert notebook_path(root / "build" / "ci" / "results") == "build/ci/results"   # no machine path in the copy

@@ -5,10 +5,10 @@ import inspect
 
 import pytest
 
-import rev.engine.profiles as profiles
+import rev.base.profiles as profiles
 from rev.chapters.landscape import measure as landscape
 from rev.chapters import adaptive, lowrank, thermo, trace
-from rev.engine.profiles import PROFILES, get_profile
+from rev.base.profiles import PROFILES, get_profile
 
 CHAPTERS = {"adaptive": adaptive, "lowrank": lowrank, "trace": trace, "landscape": landscape, "thermo": thermo}
 

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from rev import GPT, GPTConfig
 from rev.core.loss import IGNORE_INDEX, LOSS_HEADS, cross_entropy
-from rev.engine.memory import peak_memory
+from rev.measure.memory import peak_memory
 
 ROWS, D, VOCAB = 48, 16, 40
 RTOL = {torch.float64: 1e-10, torch.float32: 1e-5}

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from rev import GPT, GPTConfig
-from rev.engine.memory import peak_memory, peak_rss_added, tensor_bytes, training_step_memory
+from rev.measure.memory import peak_memory, peak_rss_added, tensor_bytes, training_step_memory
 
 SMALL = dict(vocab_size=128, seq_len=32, n_layer=2, n_head=2, d_model=32)
 

@@ -9,8 +9,8 @@ from rev import GPT, GPTConfig
 from rev.core import reversible
 from rev.core.model import auto_batch_slice, batch_slice_arg
 from rev.core.reversible import sliced
-from rev.engine.ledger import sequence_ledger
-from rev.engine.maxbatch import measure_memory_line
+from rev.measure.ledger import sequence_ledger
+from rev.measure.maxbatch import measure_memory_line
 
 V, T, B = 64, 16, 5
 
@@ -55,9 +55,9 @@ def test_sliced_fixed_stream_backward_rebuilds_each_slice_bit_for_bit(monkeypatc
     seen = []
     real_forward, real_backward = reversible.ReversibleFunction.forward, reversible.ReversibleFunction.backward
 
-    def forward(ctx, spec, *inputs):
+    def forward(ctx, spec, gradients, *inputs):
         ctx.started = tuple(spec.stream.encode(s) for s in inputs[:2])
-        return real_forward(ctx, spec, *inputs)
+        return real_forward(ctx, spec, gradients, *inputs)
 
     def backward(ctx, *grads):
         out = real_backward(ctx, *grads)

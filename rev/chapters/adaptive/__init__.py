@@ -13,7 +13,7 @@ The package, one concern per module, in the order the notebook tells the story:
                gradient fidelity against a dense reference;
 * `policy`     the keep-state controller: `FixedPolicy`, `AdaptivePolicy`, and `AdaptiveCheckpointer`, the hook a
                training loop calls;
-* `sizes`      the per-profile sizes (from `rev.engine.profiles.CHAPTER_SIZES["adaptive"]`), model and batches;
+* `sizes`      the per-profile sizes (from `rev.base.profiles.CHAPTER_SIZES["adaptive"]`), model and batches;
 * `placement`  the stress (`expand_blocks`) and the layout comparisons on fixed weights;
 * `training`   the chapter's compact loop, pretraining and the comparison under one memory budget;
 * `findings`   the larger figures and the computed takeaways;

@@ -5,7 +5,7 @@
   `FixedPolicy` is the comparison: a keep set that never changes. `make_policy("adaptive:...")` parses either.
 * `AdaptiveCheckpointer.on_step(model, step, idx, targets)` -- the hook a training loop calls every step; it
   measures (with `measure`), updates the keep set and returns the fields to log. `train_callback` plugs it into
-  `rev.engine.train.train`.
+  `rev.training.loop.train`.
 """
 from __future__ import annotations
 
@@ -305,7 +305,7 @@ class AdaptiveCheckpointer:
         return fields
 
     def train_callback(self, probe: tuple[Tensor, Tensor]) -> Callable[[int, dict, GPT], None]:
-        """An adapter for `rev.engine.train.TrainConfig(callback=...)`, which calls `callback(step, row, model)` after
+        """An adapter for `rev.training.loop.TrainConfig(callback=...)`, which calls `callback(step, row, model)` after
         each step: the hook then measures on the fixed `probe` batch (x, y) and its keep set applies from the
         next step on. The fields land in `self.log`, not in the run's log.csv."""
         def callback(step: int, row: dict, model: GPT) -> None:

@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 
 from ...core.model import GPTConfig
-from ...engine.profiles import ProfileLike, get_profile
+from ...base.profiles import ProfileLike, get_profile
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def model_config(sizes: ChapterSizes, vocab_size: int, trunk: str, stream: str =
 
 def batch_source(data, batch: int, seq_len: int, seed: int, split: str = "train",
                  device: str | torch.device | None = None) -> Callable[[int], tuple]:
-    """`get_batch(step)` over a `rev.engine.data.TokenData`, drawn from its own seeded generator: two sources with the
+    """`get_batch(step)` over a `rev.data.tokens.TokenData`, drawn from its own seeded generator: two sources with the
     same seed hand out the same batches, so every variant of a comparison sees the same data."""
     gen = torch.Generator().manual_seed(seed)
     return lambda step: data.get_batch(split, batch, seq_len, gen, device=device)

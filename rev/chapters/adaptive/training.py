@@ -1,7 +1,7 @@
 """Notebook 09 (adaptive checkpointing): the policies while the weights move.
 
 `train_with_checkpointer` is the chapter's compact loop (the experiment needs the hook between batch and forward
-and per-step timing of it); it builds its optimizer with `rev.engine.optim.adamw`, at a constant learning rate.
+and per-step timing of it); it builds its optimizer with `rev.core.optim.adamw`, at a constant learning rate.
 `pretrain` gives the trained weights the chapter measures on; `compare_training` continues training copies of
 them under one memory budget (fixed spacing, adaptive, fp64 and fixed-point streams, nothing kept) and
 `training_verdict` says, from the numbers, whether adaptive placement beat fixed spacing.
@@ -15,11 +15,11 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 from torch import Tensor
-from ...engine.progress import tqdm
+from ...base.progress import tqdm
 
 from ...core.model import GPT
-from ...engine.optim import adamw
-from ...engine.step import train_step
+from ...core.optim import adamw
+from ...core.step import train_step
 from .measure import clone_model, fixed_spacing, state_bytes, stored_twin
 from .placement import grad_error
 from .policy import AdaptiveCheckpointer, AdaptivePolicy, FixedPolicy

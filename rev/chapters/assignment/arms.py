@@ -8,7 +8,7 @@ autograd. Then
 - architecture effect = stored twin - residual, and
 - reversibility effect = reversible - stored twin.
 
-Memory and speed of all three come from one interleaved bench (`rev.engine.bench`, side by side, same batch).
+Memory and speed of all three come from one interleaved bench (`rev.measure.bench`, side by side, same batch).
 The loss of the stored twin is measured on run 2's trained weights: the twin computes the same function, so its
 validation loss there is run 2's to rounding, and its gradients there say how far a step of each would differ
 (`paired_twin`). Training the twin for the whole budget would add only the slow drift those per-step
@@ -24,10 +24,10 @@ import pandas as pd
 import torch
 
 from ...core.model import GPT, stored_twin
-from ...engine.train import TrainConfig, ensure_data, evaluate, load_model, plan_run
+from ...training.loop import TrainConfig, ensure_data, evaluate, load_model, plan_run
 from ..screening.rule import LOSS_TIE
-from ...engine.files import write_json
-from ...engine.profiles import ProfileLike
+from ...base.files import write_json
+from ...base.profiles import ProfileLike
 from ..shared.results import BENCH_FILE
 from ..shared.runs import profile_dir, round_ratio
 

@@ -19,9 +19,9 @@ import re
 import statistics
 from typing import Sequence
 
-from ...engine.bench import quartiles
-from ...engine.data import TokenData
-from ...engine.stats import difference_verdict, median_difference_interval
+from ...measure.bench import quartiles
+from ...data.tokens import TokenData
+from ...measure.stats import difference_verdict, median_difference_interval
 from ..shared.palette import sweep_colours
 from ..shared.run_log import read_log, step_speeds
 from ..shared.runs import Spread, loss_levels, run_dir_of, run_speed
@@ -33,7 +33,7 @@ FASTER, SLOWER, TOO_NOISY = "faster", "slower", "too noisy to tell"
 
 def compare_speeds(a: Sequence[float], b: Sequence[float]) -> str:
     """Are the steps timed in `a` (tokens/s) faster or slower than those in `b`? Only when the 95% bootstrap
-    interval for the difference of their medians (`rev.engine.stats`) excludes 0; otherwise the difference is
+    interval for the difference of their medians (`rev.measure.stats`) excludes 0; otherwise the difference is
     inside the noise: "too noisy to tell". (Whether the two spreads overlap is no test: a few hundred steps pin
     a median down far more finely than the spread of single steps, so a 3% shift can hide in overlapping
     quartiles.)"""

@@ -15,8 +15,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ...core.model import GPTConfig
-from ...engine.data import TokenData
-from ...engine.maxbatch import MemoryLine, largest_fitting, static_bytes
+from ...data.tokens import TokenData
+from ...measure.maxbatch import MemoryLine, largest_fitting, static_bytes
 from ..shared.exercises import recorded_against
 from .baseline import FASTER, SLOWER, TOO_NOISY, compare_speeds
 
@@ -146,7 +146,7 @@ def check_max_batch_from_line(max_batch: Callable[[int, int, int, int, int], int
             f"max_batch{(b1, p1, b2, p2, budget)} = {got}, expected {want}: the line has slope {line.bytes_per_sequence:g} "
             f"bytes per sequence and {line.static_bytes:g} static bytes; the largest batch b with static + slope * b "
             f"<= budget is a floor (a budget exactly at a batch's peak still fits it), and never below 0.")
-    return f"your memory-line prediction agrees with rev.engine.maxbatch.MemoryLine on {len(LINE_CASES)} cases."
+    return f"your memory-line prediction agrees with rev.measure.maxbatch.MemoryLine on {len(LINE_CASES)} cases."
 
 
 SEARCH_CASES = [  # (start, limit, largest n that fits): inside, at and around start, none, all, tiny ranges
@@ -176,4 +176,4 @@ def check_bisection(search: Callable[[Callable[[int], bool], int, int], int]) ->
         assert got == want, (f"search(fits, start={start}, limit={limit}) returned {got}, but everything up to {want} "
                              f"fits and {want + 1} does not. Off by one? Keep the invariant 'lo fits, hi does not' "
                              f"and return lo.")
-    return f"your search agrees with rev.engine.maxbatch.largest_fitting on {len(SEARCH_CASES)} cases, in few probes."
+    return f"your search agrees with rev.measure.maxbatch.largest_fitting on {len(SEARCH_CASES)} cases, in few probes."

@@ -1,6 +1,6 @@
 """Notebook 06, before run 3: what a larger batch should buy, predicted from the gradient noise scale of run 1.
 
-`measure_noise` evaluates the simple noise scale B_noise (`rev.engine.noise_scale`: gradient evaluations only, no
+`measure_noise` evaluates the simple noise scale B_noise (`rev.measure.noise_scale`: gradient evaluations only, no
 update) at run 1's first weights (the seeded initialisation run 1 started from), at run 1's end and at run 2's end
 (the chosen reversible trunk, same batch and tokens). `predict` turns the noise scale at run 1's end into what
 run 3 should reach, from run 1's and run 1b's own curves and McCandlish et al.'s trade-off
@@ -22,10 +22,10 @@ import pandas as pd
 import torch
 
 from ...core.model import GPT, GPTConfig
-from ...engine.files import read_json, write_json
-from ...engine.noise_scale import gradient_noise_scale, steps_ratio, tokens_ratio
-from ...engine.profiles import ProfileLike, get_profile
-from ...engine.train import ensure_data, load_model
+from ...base.files import read_json, write_json
+from ...measure.noise_scale import gradient_noise_scale, steps_ratio, tokens_ratio
+from ...base.profiles import ProfileLike, get_profile
+from ...training.loop import ensure_data, load_model
 from ..shared.run_log import read_log, val_loss_after_steps, val_loss_at
 from ..shared.runs import profile_dir
 

@@ -1,6 +1,6 @@
-"""Notebook 06, before run 3: the large-batch recipe (`rev.engine.optim`) checked by a small sweep at the max batch.
+"""Notebook 06, before run 3: the large-batch recipe (`rev.core.optim`) checked by a small sweep at the max batch.
 
-Run 3 trains at many times the profile's batch. Its recipe has two parts, each argued in `rev.engine.optim`: the
+Run 3 trains at many times the profile's batch. Its recipe has two parts, each argued in `rev.core.optim`: the
 peak rate follows the batch by its square root, and the warm-up lasts at least `WARMUP_FLOOR_STEPS` optimizer
 steps however few steps the warm-up tokens make at that batch. The sweep checks each part by taking it back, one
 at a time, on short runs at run 3's own batch: the recipe, the recipe at the profile's rate, and the recipe with a
@@ -18,9 +18,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ...engine.optim import WARMUP_FLOOR_STEPS, peak_lr, warmup_steps
-from ...engine.profiles import ProfileLike, get_profile
-from ...engine.train import TrainingDiverged
+from ...core.optim import WARMUP_FLOOR_STEPS, peak_lr, warmup_steps
+from ...base.profiles import ProfileLike, get_profile
+from ...training.loop import TrainingDiverged
 from ..shared.run_log import read_log, run_start
 from ..screening.rule import LOSS_TIE
 from ..shared.runs import profile_dir, train_run

@@ -9,11 +9,11 @@ import math
 from pathlib import Path
 
 from ...core.loss import LOSS_HEADS
-from ...engine.device import pick_device
-from ...engine.files import read_json, write_json
-from ...engine.ledger import sequence_ledger
-from ...engine.maxbatch import MaxDepth, cuda_budget, find_max_batch, find_max_depth, measure_memory_line
-from ...engine.profiles import ProfileLike, get_profile, max_batch_tokens
+from ...base.device import pick_device
+from ...base.files import read_json, write_json
+from ...measure.ledger import sequence_ledger
+from ...measure.maxbatch import MaxDepth, cuda_budget, find_max_batch, find_max_depth, measure_memory_line
+from ...base.profiles import ProfileLike, get_profile, max_batch_tokens
 from ..shared.runs import profile_dir
 
 
@@ -70,7 +70,7 @@ def predict_max_batches(profile: ProfileLike, trunks: list[dict], budget_bytes: 
 
 
 def memory_ledgers(profile: ProfileLike, trunks: list[dict], device: str = "auto"):
-    """Where each trunk's memory per sequence goes (`rev.engine.ledger`): its step measured at two batches large
+    """Where each trunk's memory per sequence goes (`rev.measure.ledger`): its step measured at two batches large
     enough that every recomputing trunk runs more than one batch slice, beside the ledger's model of the parts.
     One row per trunk, MiB per sequence."""
     import pandas as pd
@@ -114,7 +114,7 @@ def ledger_finding(ledger, chosen: str) -> str:
 def max_batch_table(predicted, mb: dict):
     """The searches beside the lines' predictions: max batch predicted and found, the memory per sequence from the
     two largest fitting probes of each search (where activations dominate most), and how a step at the batch found
-    slices it (`rev.engine.slicing`)."""
+    slices it (`rev.measure.slicing`)."""
     import pandas as pd
 
     per_seq = lambda r: math.nan if r.get("bytes_per_sequence") is None else r["bytes_per_sequence"] / 2**20  # noqa: E731
@@ -159,7 +159,7 @@ def train_kwargs(trunk: dict) -> dict:
 
 
 def max_batch_budget_tokens(profile: ProfileLike, batches: list[int]) -> tuple[int, str]:
-    """The token budget of the max-batch runs (`rev.engine.profiles.max_batch_tokens`) and a line saying how it
+    """The token budget of the max-batch runs (`rev.base.profiles.max_batch_tokens`) and a line saying how it
     was set: each run's optimizer steps at that budget."""
     prof = get_profile(profile)
     tokens = max_batch_tokens(profile, batches)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.files import read_json, write_json
-from ...engine.profiles import ProfileLike, get_profile
-from ...engine.stats import LEVEL, mean_interval, t_quantile
+from ...base.files import read_json, write_json
+from ...base.profiles import ProfileLike, get_profile
+from ...measure.stats import LEVEL, mean_interval, t_quantile
 from ..screening.rule import LOSS_TIE
 from ..shared.results import SEEDS_FILE  # under results/<profile>/: the losses, the effect's interval, the seed tie
 from ..shared.runs import finished_run, profile_dir, train_run

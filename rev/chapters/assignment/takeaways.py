@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from ...core.model import stored_twin
 from ...core.reversible import RECON_LIMIT
-from ...engine.maxbatch import MaxDepth
-from ...engine.noise_scale import steps_ratio, tokens_ratio
-from ...engine.optim import WARMUP_FLOOR_STEPS
+from ...measure.maxbatch import MaxDepth
+from ...measure.noise_scale import steps_ratio, tokens_ratio
+from ...core.optim import WARMUP_FLOOR_STEPS
 from ..shared.results import deep_capped, loss_head_finding, number, stream_reliability
 from ..shared.tables import counted
 from ..shared.run_log import PLATEAU_NATS, first_evaluation_from, run_start, val_loss_at
@@ -175,7 +175,7 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
                       "Speed: no per-step log to give the training runs' tokens/s a spread.")
     tokens, v2, v1 = _equal_tokens(run2, run1)
     slicing = run2.get("batch_slicing") or {}
-    sliced = (f" Its step ran the batch as {slicing['described']} (`rev.engine.slicing`), so backward rebuilt one "
+    sliced = (f" Its step ran the batch as {slicing['described']} (`rev.measure.slicing`), so backward rebuilt one "
               f"slice's activations at a time: that is how the ratio can fall below 1/{layers}."
               if slicing.get("slices", 1) > 1 else "")
     return _bullets([
@@ -299,7 +299,7 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
                  f"parallel units idle; time per token then falls about {r:.1f}x, and in the time run 1b takes its "
                  f"{s1:,} steps the larger batch takes as many, on {r:.1f}x the tokens, provided its step runs the "
                  f"batch in slices large enough to keep the GPU busy (on a GPU the fewest slices its memory allows, "
-                 f"`rev.engine.slicing`; `python -m rev gpucheck` times that). A CPU has no idle units to fill once "
+                 f"`rev.measure.slicing`; `python -m rev gpucheck` times that). A CPU has no idle units to fill once "
                  f"its cores are busy: time per step grows with the batch.")
     speed = speed_ratio_between(run3, run1b)
     if speed is not None:

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ...engine.device import single_thread
+from ...base.device import single_thread
 from ...core.integrators import INTEGRATORS, Integrator
 from ...core.model import GPT, GPTConfig, is_reversible, reversible_twin
 from ...core.reversible import AutocastState
@@ -225,7 +225,7 @@ def depth_memory(depths: Sequence[int] = (2, 4, 8, 16),
                  progress: bool = False) -> pd.DataFrame:
     """Activation bytes (peak of one training step minus parameters, gradients and optimizer state) for each
     trunk and depth: a table with one row per depth and one column per trunk."""
-    from ...engine.bench import (
+    from ...measure.bench import (
         bench_depths,  # one implementation of the sweep, shared with `python -m rev bench`
     )
 

@@ -11,7 +11,7 @@ forward keeps only the final state; its backward walks the layers in reverse, un
 the twin that plain autograd differentiates, driven by the very `step` of `rev.core.integrators` that the GPT
 trunks use; `rev.core.reversible` is the general version of the Function (any integrator, any stream) that
 the notebook's last section reads. Reconstruction and memory are measured with `rev.core.reversible` and
-`rev.engine.memory`.
+`rev.measure.memory`.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from ...core.integrators import Integrator, RevEuler
 from ...core.reversible import reversible_trunk, run_forward, run_inverse, state_error
 from ...core.streams import STREAMS, get_stream
-from ...engine.memory import training_step_memory
+from ...measure.memory import training_step_memory
 from ..shared import palette
 
 GRAD_RTOL = 1e-6     # float64 gradients of the memory-free Function vs the stored twin
@@ -346,7 +346,7 @@ def plot_drift(df: pd.DataFrame, ax=None, limit: float | None = None):
 # --- memory: activation bytes against depth ---------------------------------------------------------------
 
 def step_activation_bytes(trunk: Callable, blocks: nn.ModuleList, x: Tensor, h: float) -> int:
-    """Activation bytes of one forward + backward of `trunk`, as `rev.engine.memory.training_step_memory`
+    """Activation bytes of one forward + backward of `trunk`, as `rev.measure.memory.training_step_memory`
     counts them for every run of the workbook: what the step adds above parameters and gradients, with the
     gradients held throughout (a stored trunk peaks at the end of forward, before any gradient exists)."""
     def step() -> None:
@@ -383,7 +383,7 @@ def plot_memory(df: pd.DataFrame):
     """Two panels against depth: bytes kept for backward, and the measured peak of a forward + backward."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     titles = {"saved_bytes": "kept for backward (saved-tensor hooks)",
-              "activation_bytes": "peak of one forward + backward (rev.engine.memory)"}
+              "activation_bytes": "peak of one forward + backward (rev.measure.memory)"}
     for ax, (column, title) in zip(axes, titles.items()):
         for name, g in df.groupby("trunk", sort=False):
             ax.plot(g.depth, g[column] / 2 ** 20, "o-", color=COLORS.get(name), label=name)

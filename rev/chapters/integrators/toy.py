@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ...engine.device import single_thread
+from ...base.device import single_thread
 from ...core.integrators import Integrator, State, get_integrator, integrate, invert
 from ...core.streams import STREAMS, get_stream
 

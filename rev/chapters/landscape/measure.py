@@ -1,8 +1,8 @@
 """Notebook 07b (where reversible training stands): reversible trunks measured side by side with what
 practitioners use instead, their memory models checked against the measurements, and the verdict in numbers.
 
-Measured here, one training step at a time (`rev.engine.bench.make_training_step`, peaks from
-`rev.engine.memory.training_step_memory`), every variant at the same point before the next point:
+Measured here, one training step at a time (`rev.measure.bench.make_training_step`, peaks from
+`rev.measure.memory.training_step_memory`), every variant at the same point before the next point:
   stored          the residual trunk, activations kept by autograd
   ckpt_attention  selective checkpointing: each block's attention sub-layer under torch.utils.checkpoint
   ckpt_block      per-block checkpointing (the `residual_ckpt` trunk)
@@ -25,14 +25,14 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
-from ...engine.progress import tqdm
+from ...base.progress import tqdm
 from ..shared.palette import BACKWARDS, variant_colour
 
 from ...core.model import GPTConfig
-from ...engine.bench import make_training_step
-from ...engine.device import single_thread
-from ...engine.memory import training_step_memory
-from ...engine.profiles import ProfileLike, get_profile
+from ...measure.bench import make_training_step
+from ...base.device import single_thread
+from ...measure.memory import training_step_memory
+from ...base.profiles import ProfileLike, get_profile
 from . import models as M
 from ..shared.runs import Spread, round_ratio
 from ..screening.rule import TOO_NOISY

@@ -227,7 +227,7 @@ def offload_ratio(g: Geometry, hw: Hardware = H100_ASSUMED) -> float:
 # --- geometries the chapter evaluates ------------------------------------------------------------------------
 
 def profile_geometry(profile, act_bytes: int = 4) -> Geometry:
-    """This workbook's GPT on `profile` (a `rev.engine.profiles.Profile`), at its training batch."""
+    """This workbook's GPT on `profile` (a `rev.base.profiles.Profile`), at its training batch."""
     return Geometry(f"this GPT ({profile.name} profile)", profile.n_layer, profile.d_model, profile.n_head,
                     profile.seq_len, profile.batch_size, profile.vocab_size, act_bytes=act_bytes)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...engine.stats import mean_interval
+from ...measure.stats import mean_interval
 from ..shared.palette import ARMS
 from ..shared.tables import counted
 from .controller import RankController
@@ -213,7 +213,7 @@ def _plain(x):
 def save_verdict(profile_dir: str | Path, v: dict, success: dict | None = None) -> Path:
     """Write the headline verdict, and `success_criterion`'s reading of it when given, where REPORT.md's companion
     section reads them (``results/<profile>/`` + `VERDICT_FILE`)."""
-    from ...engine.files import write_json
+    from ...base.files import write_json
 
     doc = {k: _plain(x) for k, x in v.items()}
     if success is not None:

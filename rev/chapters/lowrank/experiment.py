@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as Fn
 from torch import Tensor, nn
 
-from ...engine.memory import peak_memory
+from ...measure.memory import peak_memory
 from .sizes import LowRankSizes
 from .controller import forward_keep, reversal_gradients
 from .splitting import rel_error, at_step, dense_step, defect, initial_state, ksl_step, reverse_step, rho
@@ -99,7 +99,7 @@ class MatrixODE(nn.Module):
 
 
 def step_peak_bytes(model: MatrixODE, x: Tensor, y: Tensor, rank: int, spacing: int, tau_grad: float) -> int:
-    """Measured peak memory of one gradient computation (`rev.engine.memory.peak_memory`), parameters included."""
+    """Measured peak memory of one gradient computation (`rev.measure.memory.peak_memory`), parameters included."""
     st0 = initial_state(x.shape[0], model.m, model.m, rank, model.alpha)
     fn = lambda: reversal_gradients(st0, x, model.A, model.C, model.h, spacing, tau_grad, model.loss_fn(y),
                                     list(model.head.parameters()))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...engine.profiles import ProfileLike, get_profile
+from ...base.profiles import ProfileLike, get_profile
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ...engine.optim import adamw
+from ...core.optim import adamw
 from .controller import RankController, reversal_gradients
 from .experiment import LowRankSizes, agreement, make_digits, new_model
 from .splitting import initial_state

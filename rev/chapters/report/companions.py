@@ -16,7 +16,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ...engine.files import read_json
+from ...base.files import read_json
 from ..landscape import models as M
 from ..shared.results import MIB, number
 from ..shared.tables import format_number

@@ -3,7 +3,7 @@ runs' spread, and what this machine could not measure.
 
 Each line is built from the results (`rev.chapters.shared.results`), so it says the opposite when the results do: a memory
 "cut" of more than 1x reads "no cut", a reversible run that ran faster reads "faster", and a throughput difference
-whose bootstrap interval (`rev.engine.stats`, over the runs' logged steps) holds 0 reads "too noisy to tell on this
+whose bootstrap interval (`rev.measure.stats`, over the runs' logged steps) holds 0 reads "too noisy to tell on this
 machine".
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...engine.files import read_json
-from ...engine.stats import median_difference_interval
+from ...base.files import read_json
+from ...measure.stats import median_difference_interval
 from ..shared.results import (PUBLISHED_SOURCE, published_reference, row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
 from ..assignment.seeds import seed_tie

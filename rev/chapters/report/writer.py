@@ -6,7 +6,7 @@ writes ``REPORT.md`` with ``plots/*.png`` beside it (`write_report`). Every numb
 the results folder, except the published reference figures, which are labelled as such wherever they appear.
 
 Results made elsewhere (a Colab T4, say) come back as a zip made by ``python -m rev bundle --results PROFILE``;
-``python -m rev report --merge ARCHIVE`` unpacks it next to the local results (`rev.engine.results_folder.merge`) first.
+``python -m rev report --merge ARCHIVE`` unpacks it next to the local results (`rev.base.results_folder.merge`) first.
 Each row carries the run's `device`, so CPU and GPU rows can sit in one table.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import pandas as pd
 
-from ...engine.cli import folder_arg
-from ...engine.files import swap_in, write_text
-from ...engine.results_folder import PLOTS_DIR, REPORT_NAME, merge
+from ...base.cli import folder_arg
+from ...base.files import swap_in, write_text
+from ...base.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
 from ..shared.tables import MISSING, counted, format_number, header, tidy
 from ..assignment.seeds import seed_tie
@@ -574,7 +574,7 @@ def _print_summary(df: pd.DataFrame, path: Path) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from ...engine.profiles import resolve_profile_name
+    from ...base.profiles import resolve_profile_name
 
     profiles: list[str] = []
     try:

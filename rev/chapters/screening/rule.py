@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ...core.model import is_reversible
 from ...core.reversible import RECON_LIMIT
-from ...engine.files import read_json, write_json
-from ...engine.profiles import ProfileLike, get_profile
-from ...engine.stats import median_difference_interval
+from ...base.files import read_json, write_json
+from ...base.profiles import ProfileLike, get_profile
+from ...measure.stats import median_difference_interval
 from ..shared.tables import counted
 from ..shared.run_log import step_speeds
 from ..shared.runs import profile_dir, run_dir_of, run_speed, train_run
@@ -143,7 +143,7 @@ def speeds_overlap(a: dict, b: dict) -> bool | None:
 def speeds_unclear(a: dict, b: dict) -> bool | None:
     """Is the difference between two candidates' speeds inside the noise? With both runs' per-step speeds
     (`step_speeds`), when the 95% bootstrap interval of the difference of their median steps holds 0
-    (`rev.engine.stats`: overlapping quartiles can hide a real 3% shift); else when their quartiles overlap. None
+    (`rev.measure.stats`: overlapping quartiles can hide a real 3% shift); else when their quartiles overlap. None
     when either run recorded no step timings."""
     sa, sb = a.get("step_speeds"), b.get("step_speeds")
     if sa and sb and len(sa) >= 2 and len(sb) >= 2:
@@ -375,7 +375,7 @@ def exactness_by_block_dtype(run_dir: str | Path, data_dir: str | Path, stream: 
     import torch
 
     from ...core.reversible import reconstruction_error
-    from ...engine.train import ensure_data, load_model
+    from ...training.loop import ensure_data, load_model
     from ..shared.runs import model_profile
 
     run_dir = Path(run_dir)

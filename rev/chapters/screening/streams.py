@@ -26,14 +26,14 @@ import torch
 
 from ...core.model import GPT
 from ...core.reversible import reconstruction_error
-from ...engine.bench import quartiles
-from ...engine.files import read_json, write_json
-from ...engine.maxbatch import measured_slices
-from ...engine.optim import adamw
-from ...engine.profiles import ProfileLike
-from ...engine.slicing import as_planned
-from ...engine.step import train_step
-from ...engine.train import TrainConfig, ensure_data, evaluate, load_model, plan_run, untimed_steps
+from ...measure.bench import quartiles
+from ...base.files import read_json, write_json
+from ...measure.maxbatch import measured_slices
+from ...core.optim import adamw
+from ...base.profiles import ProfileLike
+from ...measure.slicing import as_planned
+from ...core.step import train_step
+from ...training.loop import TrainConfig, ensure_data, evaluate, load_model, plan_run, untimed_steps
 from ..shared.runs import profile_dir
 from ..shared.tables import counted
 

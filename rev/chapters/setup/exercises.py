@@ -12,10 +12,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from ...engine.data import DataError, load
-from ...engine.optim import WARMUP_FLOOR_STEPS
-from ...engine.profiles import PROFILES
-from ...engine.train import TrainConfig, plan_run
+from ...data.tokens import DataError, load
+from ...core.optim import WARMUP_FLOOR_STEPS
+from ...base.profiles import PROFILES
+from ...training.loop import TrainConfig, plan_run
 from .lessons import swapped_copy, tiny_corpora
 
 def check_plan_steps(plan_steps: Callable[[int, int, int, int], tuple[int, int]]) -> str:

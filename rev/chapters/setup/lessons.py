@@ -13,11 +13,11 @@ from typing import Callable
 
 import torch
 
-from ...engine.corpus import prepare
-from ...engine.data import DataError, TokenData, load
-from ...engine.device import describe
-from ...engine.profiles import Profile
-from ...engine.train import TrainConfig, plan_run
+from ...data.corpus import prepare
+from ...data.tokens import DataError, TokenData, load
+from ...base.device import describe
+from ...base.profiles import Profile
+from ...training.loop import TrainConfig, plan_run
 
 _TINY = ((300, 1), (400, 2))     # (vocabulary, seed) of the two tiny corpora: different merges, different ids
 ACCEPTED = "accepted (this is a bug)"  # what `what_load_refuses` records when `load` refuses nothing

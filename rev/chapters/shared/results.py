@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...engine.files import read_json
+from ...base.files import read_json
 from ...core.model import is_reversible
 from ...core.reversible import RECON_LIMIT
-from ...engine.profiles import EXTRA_RUNS, MAIN_RUNS
-from ...engine.results_folder import MERGED_LOG
+from ...base.profiles import EXTRA_RUNS, MAIN_RUNS
+from ...base.results_folder import MERGED_LOG
 from .run_log import read_log, speed_spread, val_loss_after_steps, val_loss_at
 from ..screening.rule import pick_of_tie, tied_with_best
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...engine.bench import quartiles
-from ...engine.train import LOG_FIELDS, untimed_steps
+from ...measure.bench import quartiles
+from ...training.loop import LOG_FIELDS, untimed_steps
 
 
 def read_log(run_dir: str | Path) -> pd.DataFrame:
@@ -68,7 +68,7 @@ def val_loss_after_steps(run_dir: str | Path, steps: float) -> float | None:
 
 def step_speeds(run_dir: str | Path) -> np.ndarray:
     """tokens/s of each timed step in a run's log.csv. The first steps are left out as `train` leaves them out of
-    the summary's tokens/s (`rev.engine.train.untimed_steps`), so the spread describes the steps the summary
+    the summary's tokens/s (`rev.training.loop.untimed_steps`), so the spread describes the steps the summary
     averages."""
     v = read_log(run_dir)["tokens_per_s"].dropna().to_numpy(float)
     return v[untimed_steps(len(v)):] if len(v) else v

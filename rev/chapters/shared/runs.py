@@ -5,7 +5,7 @@ calls into these.
 
 Layout under `results/<profile>/`:
   screening/<trunk>_h<h>_<stream>/, screening.json
-  one folder per main run (`rev.engine.profiles.MAIN_RUNS`: run1_baseline ... run4_reversible_deep), maxbatch.json
+  one folder per main run (`rev.base.profiles.MAIN_RUNS`: run1_baseline ... run4_reversible_deep), maxbatch.json
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...engine.bench import quartiles, round_ratios
-from ...engine.files import read_json
-from ...engine.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
-from ...engine.stats import median_interval, median_ratio_interval
-from ...engine.train import TrainConfig, train
+from ...measure.bench import quartiles, round_ratios
+from ...base.files import read_json
+from ...base.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
+from ...measure.stats import median_interval, median_ratio_interval
+from ...training.loop import TrainConfig, train
 from .run_log import read_log, step_speeds
 from .live_loss import LiveLoss
 from .palette import run_colour
@@ -138,7 +138,7 @@ def run_speed(summary: dict) -> Spread | None:
 
 def speed_ratio_between(a: dict, b: dict) -> Spread | None:
     """Run `a`'s tokens/s over run `b`'s: the ratio of their median steps, with the 95% bootstrap interval of that
-    ratio (`rev.engine.stats`), which is what a verdict reads: two sets of a few hundred steps can have overlapping
+    ratio (`rev.measure.stats`), which is what a verdict reads: two sets of a few hundred steps can have overlapping
     quartiles and still medians that differ beyond doubt. The two runs' steps were not interleaved, so load that
     changed between the runs is in this ratio too."""
     da, db = run_dir_of(a), run_dir_of(b)
@@ -287,9 +287,9 @@ def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a
     """Text the run's trained model writes after `prompt` (top-k sampling, seeded)."""
     import torch
 
-    from ...engine.corpus import profile_folder
-    from ...engine.data import load
-    from ...engine.train import load_model
+    from ...data.corpus import profile_folder
+    from ...data.tokens import load
+    from ...training.loop import load_model
 
     model = load_model(run_dir).eval()
     data = load(profile_folder(get_profile(model_profile(run_dir)), data_dir), model.cfg.vocab_size, verify=False)
@@ -300,10 +300,10 @@ def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a
 
 def lr_table(summaries: dict[str, dict], profile: ProfileLike):
     """Each run's batch against the profile's, the learning-rate rule it trained with (`lr_scaling`) and the
-    rate that gave, beside the rate each rule (`rev.engine.optim.LR_SCALINGS`) would have given it."""
+    rate that gave, beside the rate each rule (`rev.core.optim.LR_SCALINGS`) would have given it."""
     import pandas as pd
 
-    from ...engine.optim import LR_SCALINGS, peak_lr
+    from ...core.optim import LR_SCALINGS, peak_lr
 
     prof = get_profile(profile)
     return pd.DataFrame({name: {"batch": s["batch_size"], "batch / profile's": s["batch_size"] / prof.batch_size,
@@ -351,9 +351,9 @@ def one_step(cfg, prof: ProfileLike, data_dir: str | Path = "data", seed: int = 
     import torch
 
     from ...core.model import GPT
-    from ...engine.optim import adamw
-    from ...engine.step import train_step
-    from ...engine.train import ensure_data
+    from ...core.optim import adamw
+    from ...core.step import train_step
+    from ...training.loop import ensure_data
 
     prof = get_profile(prof)
     data = ensure_data(prof, Path(data_dir), progress=False)

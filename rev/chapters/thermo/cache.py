@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rev.engine.cli import folder_arg, positive_int
-from rev.engine.files import read_json, write_json
-from rev.engine.profiles import resolve_profile_name
+from rev.base.cli import folder_arg, positive_int
+from rev.base.files import read_json, write_json
+from rev.base.profiles import resolve_profile_name
 
 from .seeds import ShockRuns, claim_status, per_seed_table, seed_table, shock_over_seeds, verdict_table
 from .shock import MODELS, resolve_device

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from rev.engine.files import write_text
+from rev.base.files import write_text
 
 from ..shared.palette import ARMS, MEASURES as MEASURE_COLOURS, sweep_colours
 from .defect import coupling

@@ -1,7 +1,7 @@
 """Notebook 08 (training irreversibility): the learning-rate shock on a tiny transformer and a linear perceptron.
 
 Both models learn to reverse random sequences with noisy labels, trained with plain Adam (as in the paper the
-chapter checks: no weight decay and no schedule, so `rev.engine.optim` is not used) on fresh batches. At
+chapter checks: no weight decay and no schedule, so `rev.core.optim` is not used) on fresh batches. At
 `change_step` the learning rate is multiplied by each factor; the arms share everything before the change.
 Then the windowed variance of the update norm, before against after, says whether the response is ordinary or
 anomalous (one seed; `seeds` repeats it over seeds and adds the other measures).
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...engine.device import pick_device
+from ...base.device import pick_device
 from .problems import check_positive_int, torch_threads
 from .sizes import FluctuationSizes
 

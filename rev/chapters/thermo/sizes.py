@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...engine.profiles import PROFILES, Profile, ProfileLike
+from ...base.profiles import PROFILES, Profile, ProfileLike
 from ..shared.tables import checked
 
 
@@ -107,7 +107,7 @@ def chapter_sizes(profile: ProfileLike) -> ThermoSizes:
     # 'auto' is refused rather than resolved: the notebook resolves it once and prints which profile it runs
     name = profile.name if isinstance(profile, Profile) else profile
     if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}: resolve 'auto' with rev.engine.profiles.get_profile first; "
+        raise ValueError(f"unknown profile {name!r}: resolve 'auto' with rev.base.profiles.get_profile first; "
                          f"known: {', '.join(PROFILES)}")
     return SIZES[name]
 

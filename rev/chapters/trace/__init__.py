@@ -22,10 +22,10 @@ The package, one concern a module, in the order a reader meets them:
 | `scenarios` | branches that break a condition on purpose, the results table, the takeaways |
 | `exercises` | the checks of the notebook's exercises |
 
-Its AdamW and lr schedule are `rev.engine.optim`'s. That schedule counts steps from 0 while a trace counts
+Its AdamW and lr schedule are `rev.core.optim`'s. That schedule counts steps from 0 while a trace counts
 optimizer steps from 1, so trace step n runs at `schedule.lr_at(n - 1)`.
 """
-from ...engine.optim import Schedule
+from ...core.optim import Schedule
 from .verdict import (DEFAULT_SCORE_THRESHOLD, DEFAULT_UPDATE_THRESHOLD, Assessment, Check, Score, assess,
                       check_bounded, check_complete, check_lr_schedule, reversibility_score)
 from .codec import Blob, apply_exact, encode_exact, encode_ulp, ulp_distance

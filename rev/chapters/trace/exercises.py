@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from ...engine.optim import BETAS, adamw
+from ...core.optim import BETAS, adamw
 from .records import weights_hash
 from .recorder import TraceRecorder
 from .tracefile import load_trace, save_trace

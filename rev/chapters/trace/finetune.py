@@ -2,7 +2,7 @@
 unusual prefix ("As an AI,"), learned by an ordinary AdamW loop while a `TraceRecorder` keeps every step.
 
 `prefix_finetune_tokens` builds the data, `finetune_with_trace` runs the loop (its AdamW and lr schedule are
-`rev.engine.optim`'s), `prefix_logprob`, `sample_texts` and `prefix_rate` measure what was learned, and
+`rev.core.optim`'s), `prefix_logprob`, `sample_texts` and `prefix_rate` measure what was learned, and
 `finetune_config` sizes the run per profile (`rev.chapters.trace.sizes`).
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ...engine.optim import Schedule, adamw, set_lr
-from ...engine.step import train_step
+from ...core.optim import Schedule, adamw, set_lr
+from ...core.step import train_step
 from .sizes import chapter_sizes
 from .records import Trace
 from .recorder import TraceRecorder
@@ -53,7 +53,7 @@ def _story_spans(arr: np.ndarray, eot_id: int) -> list[tuple[int, int]]:
 
 def prefix_finetune_tokens(data: Any, prefix: str = DEFAULT_PREFIX, n_stories: int = 200,
                            split: str = "train", seed: int = 0) -> PrefixData:
-    """Decode `n_stories` stories of `data` (a `rev.engine.data.TokenData`), put `prefix` in front of each and encode
+    """Decode `n_stories` stories of `data` (a `rev.data.tokens.TokenData`), put `prefix` in front of each and encode
     them again with the same tokenizer."""
     spans = _story_spans(np.asarray(data.array(split)), data.eot_id)
     if len(spans) < 1:
@@ -144,7 +144,7 @@ def finetune_with_trace(model: nn.Module, ft: PrefixData, cfg: FinetuneConfig,
     it) the run continues from step k+1 and the trace keeps steps 1..k. Returns the trace, the optimizer and
     one history row per new step (step 0 too on a fresh run): step, lr, loss, prefix log-probability.
     """
-    from ...engine.progress import tqdm
+    from ...base.progress import tqdm
 
     sched = cfg.schedule()
     device = _device_of(model)
@@ -175,7 +175,7 @@ def finetune_with_trace(model: nn.Module, ft: PrefixData, cfg: FinetuneConfig,
 
 
 def finetune_config(profile: Any, seed: int = 0) -> tuple[FinetuneConfig, int]:
-    """The fine-tuning run of a profile (`rev.engine.profiles.Profile`) and how many stories to prefix."""
+    """The fine-tuning run of a profile (`rev.base.profiles.Profile`) and how many stories to prefix."""
     size = chapter_sizes(profile)
     cfg = FinetuneConfig(steps=size.steps, batch_size=profile.batch_size, seq_len=profile.seq_len,
                          lr=size.lr, min_lr=0.3 * size.lr, warmup_steps=max(1, size.steps // 12), seed=seed)

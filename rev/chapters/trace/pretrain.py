@@ -1,6 +1,6 @@
 """Notebook 10 (fine-tune trace and rollback): the pretrained starting point. A finished residual run of the
 profile with the chapter's model geometry is reused when there is one (the baseline of notebook 04 first, where
-the chapter fine-tunes the profile's own model); otherwise a short run of `rev.engine.train` is made now, at that
+the chapter fine-tunes the profile's own model); otherwise a short run of `rev.training.loop` is made now, at that
 geometry on the profile's data, and saved for next time.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from ...engine.files import read_json, shown_path
-from ...engine.profiles import MAIN_RUNS
-from ...engine.train import TrainConfig, load_model, train
+from ...base.files import read_json, shown_path
+from ...base.profiles import MAIN_RUNS
+from ...training.loop import TrainConfig, load_model, train
 from .sizes import chapter_sizes, model_profile
 
 PRETRAIN_RUN = "10_pretrain"      # the folder this chapter's own pretraining run is saved in

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ...engine.optim import Schedule
+from ...core.optim import Schedule
 from .codec import INT_OF, bit_equal, dtype_name, encode_exact, encode_ulp
 from .records import (EXACT, FORMAT, VERSION, StepRecord, Trace, flat_state, json_scalar, fingerprint,
                       hash_tensors, locate)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...engine.profiles import Profile, ProfileLike, get_profile
+from ...base.profiles import Profile, ProfileLike, get_profile
 
 
 @dataclass(frozen=True)

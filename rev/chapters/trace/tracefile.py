@@ -14,7 +14,7 @@ import struct
 
 from torch import nn
 
-from ...engine.files import atomic_path
+from ...base.files import atomic_path
 from .codec import Blob
 from .records import FORMAT, VERSION, StepRecord, Trace, check_model
 
@@ -47,7 +47,7 @@ def _blob_from_json(e: dict, payload: memoryview) -> Blob:
 
 
 def save_trace(trace: Trace, path: str | os.PathLike) -> int:
-    """Write the trace to one file, atomically (`rev.engine.files.atomic_path`, fsynced); returns its size in bytes.
+    """Write the trace to one file, atomically (`rev.base.files.atomic_path`, fsynced); returns its size in bytes.
 
     Layout: MAGIC, u64 length + JSON (header and ledger), u64 length + payload (compressed differences),
     sha256 of everything before it.

@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 from torch import Tensor, nn
 
-from ...engine.optim import Schedule
+from ...core.optim import Schedule
 from .codec import bitwise_equal, ulp_distance
 from .records import BF16DIFF, DROPPED, F32DIFF, Trace, check_model, weights_hash
 from .walk import walk_steps
@@ -128,7 +128,7 @@ def check_lr_schedule(trace: Trace, lr_at: Callable[[int], float | Sequence[floa
                       rel_tol: float = 1e-12) -> Check:
     """The lr recorded at every step equals the schedule recomputed from the step number alone.
 
-    `lr_at` counts steps from 0, as `rev.engine.optim.Schedule.lr_at` does (default: the schedule in the
+    `lr_at` counts steps from 0, as `rev.core.optim.Schedule.lr_at` does (default: the schedule in the
     trace's header), while trace steps count from 1: step n ran at `lr_at(n - 1)`.
     """
     if lr_at is None:

@@ -13,7 +13,7 @@ from rev.chapters.screening.rule import ASSIGNMENT_FINAL, screening_candidates, 
 from rev.chapters.assignment.searches import loss_head_ablation, max_batch_budget_tokens, other_stream
 from rev.core.loss import LOSS_HEADS
 from rev.core.reversible import RECON_LIMIT
-from rev.engine.profiles import get_profile, max_batch_tokens
+from rev.base.profiles import get_profile, max_batch_tokens
 
 UNIGRAM = 5.0
 

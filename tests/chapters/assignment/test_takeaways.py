@@ -2,7 +2,7 @@
 contradict each other's usual story (a slower or faster reversible step, a gap inside the timing's spread, a deep
 run that loses, a loss spike, a larger batch that loses), must say something different each time.
 
-Run folders are written as `rev.engine.train` leaves them (summary.json, log.csv with the 0-based step index),
+Run folders are written as `rev.training.loop` leaves them (summary.json, log.csv with the 0-based step index),
 without training.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rev.chapters.shared.runs import loss_spikes, run_dir_of, run_speed, speed_r
 from rev.chapters.shared.tables import tidy
 from rev.core.model import GPTConfig
 from rev.core.reversible import RECON_LIMIT
-from rev.engine.maxbatch import MaxDepth
+from rev.measure.maxbatch import MaxDepth
 
 SEQ = 64
 

@@ -15,8 +15,8 @@ import torch
 
 from rev.chapters.landscape import measure as L
 from rev.chapters.landscape import models as M
-from rev.engine.bench import make_training_step
-from rev.engine.memory import training_step_memory
+from rev.measure.bench import make_training_step
+from rev.measure.memory import training_step_memory
 from rev.core.model import GPTConfig
 
 SMALL = L.Sizes(16, 2, 32, 64, depths=(3, 5), batches=(8, 16), sweep_batches=(8, 16), sweep_depth=5, rounds=1)

@@ -266,7 +266,7 @@ def test_takeaways_say_when_the_fixed_arm_was_the_dense_model():
 
 
 def test_no_profile_lets_an_arm_be_the_dense_model():
-    from rev.engine.profiles import PROFILES
+    from rev.base.profiles import PROFILES
 
     for name in PROFILES:
         sz = L.chapter_sizes(name)

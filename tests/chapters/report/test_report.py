@@ -11,12 +11,12 @@ matplotlib.use("Agg")
 
 from rev.chapters.report import summaries, writer as report  # noqa: E402
 from rev.__main__ import main  # noqa: E402
-from rev.engine.results_folder import make_results_archive, merge  # noqa: E402
+from rev.base.results_folder import make_results_archive, merge  # noqa: E402
 from rev.chapters.shared.figures import plot_loss_vs_tokens, plots  # noqa: E402
 from rev.chapters.shared.results import deep_capped, headline, load_all, load_runs, published_reference  # noqa: E402
-from rev.engine.corpus import prepare_profile  # noqa: E402
-from rev.engine.profiles import get_profile  # noqa: E402
-from rev.engine.train import TrainConfig, train  # noqa: E402
+from rev.data.corpus import prepare_profile  # noqa: E402
+from rev.base.profiles import get_profile  # noqa: E402
+from rev.training.loop import TrainConfig, train  # noqa: E402
 
 PROFILE = "smoke"
 ONE_BATCH = 8 * 64                  # smoke: batch 8, sequence 64

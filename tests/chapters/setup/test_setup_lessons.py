@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rev.chapters.setup import lessons as setup
-from rev.engine.data import load
-from rev.engine.profiles import get_profile
+from rev.data.tokens import load
+from rev.base.profiles import get_profile
 
 
 @pytest.fixture(scope="module")

@@ -363,7 +363,7 @@ def test_the_default_reverse_step_is_the_one_ta_always_used():
 
 def test_sizes_cover_every_profile():
     from rev.chapters.thermo.sizes import SIZES
-    from rev.engine.profiles import PROFILES
+    from rev.base.profiles import PROFILES
 
     assert set(SIZES) == set(PROFILES)
     sweep, shock = th.chapter_sizes("smoke")

@@ -374,7 +374,7 @@ def test_recording_resumes_after_a_rollback():
 
 # ------------------------------------------------------------------------- the chapter's fine-tuning run
 class ByteData:
-    """A stand-in for rev.engine.data.TokenData: byte tokens, <eot> = 256, a handful of stories."""
+    """A stand-in for rev.data.tokens.TokenData: byte tokens, <eot> = 256, a handful of stories."""
     eot_id, vocab_size = 256, 257
 
     def __init__(self, stories: list[str]) -> None:
@@ -553,7 +553,7 @@ def test_size_breakdown_adds_up_to_the_trace_and_names_every_array(tiny_run):
 def test_trace_sizes_keep_a_laptop_trace_small_and_the_chapter_model_is_reused_only_at_its_geometry(tmp_path):
     import json
 
-    from rev.engine.profiles import get_profile
+    from rev.base.profiles import get_profile
 
     cpu = T.model_profile("cpu")
     assert (cpu.d_model, cpu.n_layer) != (get_profile("cpu").d_model, get_profile("cpu").n_layer)

@@ -1,0 +1,547 @@
+"""`train(TrainConfig) -> summary`: one token-budgeted run of a profile, for any trunk.
+
+The run writes into its folder
+  config.json   what was asked and what it resolved to
+  log.csv       step, tokens, loss, lr, grad_norm, tokens_per_s, val_loss (on eval steps)
+  ckpt.pt       model, optimizer, scaler, RNG and sampler state (written atomically; `resume=True` continues)
+  summary.json  final losses, speed, peak memory, reconstruction error of the trained trunk, wall time
+
+Steps = train_tokens // (batch_size * seq_len). The learning rate at step n is `lr_at(n, ...)`: linear
+warm-up then cosine decay, a function of the step number alone, so a resumed run takes the same path. Under
+`torchrun` the same function runs data-parallel (gloo on CPU, nccl on GPU): every rank draws the *global*
+batch from the same seeded generator and keeps its own slice, so N processes see exactly the data one
+process would.
+
+`resume="auto"` makes a run safe to start again after an interruption (what the notebooks use): a finished
+run with the same resolved settings (`run_key`) is returned from its summary.json, an unfinished one continues
+from its checkpoint (as `resume=True`), anything else starts afresh.
+
+A resumed run restores weights, optimizer, loss scaler, RNG and sampler, so on a CPU it repeats the uninterrupted
+run bit for bit (tests/training/test_train.py checks it). On CUDA it is as deterministic as the kernels: no
+determinism setting is made (it would cost speed), and some backward kernels (attention, the embedding's
+gradient) may add in a different order from run to run, so a resumed run can differ from an uninterrupted one
+in the last bits, and those differences grow as training goes on; `python -m rev gpucheck` measures how far.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import signal
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from ..base.progress import tqdm
+
+from ..base.cli import device_arg, folder_arg, positive_float, positive_int
+from ..base.files import atomic_path, read_json, shown_path, write_json
+from ..core.optim import LR_SCALINGS, WARMUP_FLOOR_STEPS, adamw, lr_at, peak_lr, warmup_steps
+from ..base.device import amp_dtype, autocast, describe, pick_device
+from ..measure.maxbatch import measured_slices
+from ..measure.slicing import as_planned
+from ..measure.memory import peak_memory, state_tensors
+from ..core.model import GPT, TRUNKS, GPTConfig, trunk_spec
+from ..base.profiles import Profile, ProfileLike, get_profile
+from ..core.step import train_step
+from ..core.reversible import RECON_LIMIT, reconstruction_error
+
+LOG_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss"]
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+@dataclass
+class TrainConfig:
+    profile: ProfileLike = "cpu"             # a name ('auto' resolved once, in plan_run) or a Profile
+    trunk: str = "residual"
+    out_dir: str | Path | None = None        # default results/<profile>/<trunk>
+    data_dir: str | Path = "data"            # root; the corpus: data_dir/<data_name> or its stand-in (profile_folder)
+    h: float | None = None                   # default: the trunk's own (1.0 residual/reveuler, 0.5 midpoint)
+    stream: str = "fp32"
+    n_layer: int | None = None               # overrides the profile's depth
+    # the model's memory options (see GPTConfig): loss head, MLP position chunk, batch slice, attention head by
+    # head, kept states
+    loss_head: str = "fused"
+    pos_chunk: int | str | None = "auto"
+    batch_slice: int | str | None = "auto"
+    split_heads: bool = False
+    keep: tuple[int, ...] = ()
+    batch_size: int | None = None            # global batch; default the profile's
+    train_tokens: int | None = None
+    lr: float | None = None
+    lr_scaling: str = "none"                 # how lr follows batch_size / profile batch: none | sqrt | linear
+    warmup_floor: int = WARMUP_FLOOR_STEPS   # fewest warm-up steps, whatever the batch (rev.core.optim)
+    noise_scale: float | None = None         # a measured B_noise (sequences): the lr rule saturates beyond it
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"                  # auto: bf16 on capability >= 8, fp16+GradScaler below, fp32 on CPU
+    eval_every: int | None = None
+    eval_batches: int | None = None
+    ckpt_every: int | None = None
+    resume: bool | str = False               # True: continue ckpt.pt; "auto": reuse / continue / start
+    recon_threshold: float = RECON_LIMIT     # warn above this relative reconstruction error
+    stop_after: int | None = None            # stop (as if killed) after this many steps; for tests and demos
+    progress: bool = True
+    callback: Callable[[int, dict, GPT], None] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "callback"}
+        d["profile"] = self.profile.name if isinstance(self.profile, Profile) else self.profile
+        d["keep"] = list(self.keep)
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
+
+
+@dataclass
+class Plan:
+    """Everything a run resolves from its config and profile, checked before anything is written."""
+    profile: Profile
+    model: GPTConfig
+    batch_size: int
+    steps: int
+    warmup_steps: int
+    lr: float
+    min_lr: float
+    eval_every: int
+    eval_batches: int
+    ckpt_every: int
+    out_dir: Path
+    data_dir: Path
+
+
+def run_key(cfg: TrainConfig, plan: Plan, dtype: torch.dtype | None) -> dict:
+    """What fixes a run's numbers: model, profile, batch, schedule, seed and compute dtype (not where its
+    files live, nor how often it checkpoints), and the corpus folder it reads: a run made on a synthetic
+    stand-in is not reused once the real corpus is there. Two runs with equal keys train the same model;
+    JSON-shaped so it compares equal after a round trip through summary.json or a checkpoint."""
+    from ..data.corpus import profile_folder
+
+    key = {"model": plan.model.to_dict(), "profile": asdict(plan.profile), "batch_size": plan.batch_size,
+           "data": profile_folder(plan.profile, plan.data_dir).name,
+           "steps": plan.steps, "warmup_steps": plan.warmup_steps, "lr": plan.lr, "min_lr": plan.min_lr,
+           "eval_every": plan.eval_every, "eval_batches": plan.eval_batches, "seed": cfg.seed,
+           "compute": "fp32" if dtype is None else str(dtype).replace("torch.", "")}
+    return json.loads(json.dumps(key))
+
+
+def plan_run(cfg: TrainConfig) -> Plan:
+    prof = get_profile(cfg.profile)
+    trunk_spec(cfg.trunk)  # an unknown trunk fails before any number is worked out
+    batch = prof.batch_size if cfg.batch_size is None else cfg.batch_size
+    if batch < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch}")
+    tokens = prof.train_tokens if cfg.train_tokens is None else cfg.train_tokens
+    per_step = batch * prof.seq_len
+    if tokens < per_step:
+        raise ValueError(f"train_tokens={tokens} is less than one batch ({batch} x {prof.seq_len} = {per_step} "
+                         f"tokens): raise the token budget or lower the batch size")
+    model = prof.model_config(cfg.trunk, cfg.n_layer, cfg.h, cfg.stream, loss_head=cfg.loss_head,
+                              pos_chunk=cfg.pos_chunk, batch_slice=cfg.batch_slice, split_heads=cfg.split_heads,
+                              keep=tuple(cfg.keep))
+    base_lr = prof.lr if cfg.lr is None else cfg.lr
+    lr = peak_lr(base_lr, batch, prof.batch_size, cfg.lr_scaling, cfg.noise_scale)
+    steps = tokens // per_step
+    out = Path(cfg.out_dir) if cfg.out_dir is not None else Path("results") / prof.name / cfg.trunk
+    return Plan(prof, model, batch, steps, warmup_steps(prof.warmup_tokens, per_step, steps, cfg.warmup_floor), lr,
+                prof.min_lr * lr / prof.lr, cfg.eval_every or prof.eval_every,
+                cfg.eval_batches or prof.eval_batches, cfg.ckpt_every or prof.ckpt_every, out,
+                Path(cfg.data_dir))
+
+
+# --- distributed ------------------------------------------------------------------------------------
+
+def _dist_setup(device: torch.device) -> tuple[int, int]:
+    """(rank, world) -- initialises the process group when launched by torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), world
+
+
+def _local_device(device: torch.device) -> torch.device:
+    """Under torchrun, a CUDA run's process `LOCAL_RANK` takes GPU number `LOCAL_RANK` of its node; more processes
+    than GPUs is an error that says what to start instead (sharing a GPU would need nccl to allow it)."""
+    if device.type == "cuda" and "LOCAL_RANK" in os.environ:
+        rank, gpus = int(os.environ["LOCAL_RANK"]), torch.cuda.device_count()
+        if rank >= gpus:
+            procs = os.environ.get("LOCAL_WORLD_SIZE", str(rank + 1))
+            raise ValueError(f"torchrun started {procs} processes on this node but it has {gpus} GPU"
+                             f"{'s' if gpus != 1 else ''}, so process {rank} has none: start it with "
+                             f"--nproc_per_node {gpus} (one process per GPU), or run every process on the CPU "
+                             f"with --device cpu")
+        dev = torch.device("cuda", rank)
+        torch.cuda.set_device(dev)
+        return dev
+    return device
+
+
+# --- data -------------------------------------------------------------------------------------------
+
+def ensure_data(prof: Profile, data_dir: Path, progress: bool = True):
+    """Load the profile's corpus, preparing it first when it is not there yet."""
+    from ..data.corpus import prepare_profile, profile_folder
+    from ..data.tokens import load
+
+    folder = profile_folder(prof, data_dir)
+    if folder.name != prof.data_name:  # never silent: the summary records it too (data, data_source)
+        print(f"note: profile {prof.name!r} trains on {shown_path(folder)}, the synthetic stand-in notebook 00 prepared when "
+              f"its {prof.data_source} corpus was unreachable")
+    if not (folder / "meta.json").exists():
+        print(f"data for profile {prof.name!r} not found in {shown_path(folder)}: preparing it now "
+              f"(source {prof.data_source!r}, vocabulary {prof.vocab_size})")
+        prepare_profile(prof, data_dir, progress=progress)
+    return load(folder, model_vocab_size=prof.vocab_size)
+
+
+# --- checkpoints --------------------------------------------------------------------------------------
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write to a temporary name, then rename: a crash never leaves a half-written checkpoint."""
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_scaler_state(scaler: torch.amp.GradScaler, state: dict) -> None:
+    """Restore a checkpoint's GradScaler state. A checkpoint written without loss scaling (fp32 or bf16 compute, a
+    disabled scaler: its state is empty, and torch's `load_state_dict` refuses it) resumed where fp16 turns the
+    scaler on (a T4) starts from a fresh scale, and says so; a disabled scaler ignores any state."""
+    if scaler.is_enabled() and not state:
+        print("note: the checkpoint was written without a loss scaler (fp32 or bf16 compute); continuing under "
+              "fp16 with a fresh GradScaler, so the numbers are not those of an uninterrupted run in either precision")
+        return
+    scaler.load_state_dict(state)
+
+
+def load_checkpoint(path: Path, model_cfg: GPTConfig) -> dict:
+    if not path.exists():
+        raise ValueError(f"cannot resume: no checkpoint at {path}; run without --resume to start fresh "
+                         f"(or with --resume auto: continue if there is a checkpoint, else start)")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # corrupt or not a checkpoint
+        raise ValueError(f"cannot resume: {path} is not a readable checkpoint ({e})") from e
+    if not isinstance(ckpt, dict) or ckpt.get("model_config") != model_cfg.to_dict():
+        raise ValueError(f"cannot resume: {path} belongs to a different model/run "
+                         f"(its config {ckpt.get('model_config') if isinstance(ckpt, dict) else '?'}); "
+                         f"use another --out folder or drop --resume")
+    return ckpt
+
+
+def load_model(run_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
+    """The trained model of a run folder (from its checkpoint)."""
+    path = Path(run_dir) / "ckpt.pt"
+    if not path.exists():
+        raise ValueError(f"no checkpoint at {path}: train the run first")
+    ckpt = torch.load(path, map_location=device, weights_only=True)
+    cfg = ckpt["model_config"]
+    model = GPT(GPTConfig.from_dict(cfg))
+    model.load_state_dict(ckpt["model"])
+    return model.to(device)
+
+
+# --- evaluation ----------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def evaluate(model: GPT, data, plan: Plan, device: torch.device, dtype, rank: int = 0, world: int = 1) -> float:
+    """Mean validation loss over a fixed set of batches (the same every call)."""
+    model.eval()
+    gen = torch.Generator().manual_seed(1234)
+    losses = []
+    for _ in range(plan.eval_batches):
+        x, y = data.get_batch("val", plan.batch_size, plan.model.seq_len, gen)
+        x, y = _slice(x, rank, world).to(device), _slice(y, rank, world).to(device)
+        with autocast(device, dtype):
+            losses.append(model(x, y).float())
+    loss = torch.stack(losses).mean()
+    if world > 1:
+        dist.all_reduce(loss)
+        loss /= world
+    model.train()
+    return float(loss)
+
+
+def _slice(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    n = t.size(0) // world
+    return t[rank * n:(rank + 1) * n]
+
+
+# --- the run ----------------------------------------------------------------------------------------
+
+def _read_log(path: Path, upto_step: int) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [r for r in csv.DictReader(f) if int(r["step"]) < upto_step]
+
+
+def _finished(plan: Plan, key: dict) -> dict | None:
+    """The summary of a finished run in `plan.out_dir` with this `run_key`, else None."""
+    path = plan.out_dir / "summary.json"
+    if not path.exists():
+        return None
+    try:
+        summary = read_json(path)
+    except ValueError:  # a damaged summary: train again rather than trust it
+        return None
+    return summary if summary.get("run_key") == key else None
+
+
+def _auto_checkpoint(path: Path, plan: Plan, key: dict) -> dict | None:
+    """`resume="auto"`: the checkpoint to continue from, or None (start afresh) when there is none or it
+    belongs to other settings (then it is overwritten as the new run goes)."""
+    if not path.exists():
+        return None
+    try:
+        ckpt = load_checkpoint(path, plan.model)
+    except ValueError as e:
+        print(f"{e}\nstarting {plan.out_dir} afresh")
+        return None
+    if ckpt.get("run_key") != key:
+        print(f"the checkpoint in {plan.out_dir} was written with other settings: starting afresh")
+        return None
+    print(f"resuming {plan.out_dir} from its checkpoint at step {ckpt['step']} of {plan.steps}")
+    return ckpt
+
+
+def _die_if_asked(plan: Plan) -> None:
+    """Test hook: `REV_KILL_AFTER_CHECKPOINT=<run folder name>` kills this process (SIGKILL: no clean-up
+    runs, as when a Colab session disconnects) right after that run writes a checkpoint, so a test can
+    interrupt a notebook at a known point instead of racing a timer."""
+    if os.environ.get("REV_KILL_AFTER_CHECKPOINT") == plan.out_dir.name:
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
+def untimed_steps(steps: int) -> int:
+    """How many first steps of a `steps`-step run are left out of its tokens/s: allocation, caches and first-call
+    costs warm up there. Readers of a run's log (rev.chapters.shared.run_log) leave out the same ones."""
+    return min(steps - 1, max(2, steps // 20))
+
+
+def train(cfg: TrainConfig) -> dict:
+    """Run (or resume) one training run; returns the summary also written to summary.json."""
+    if cfg.resume not in (True, False, "auto"):
+        raise ValueError(f"resume must be True, False or 'auto', got {cfg.resume!r}")
+    plan = plan_run(cfg)
+    device = _local_device(pick_device(cfg.device))
+    dtype = amp_dtype(device, cfg.precision)
+    key = run_key(cfg, plan, dtype)
+    if cfg.resume == "auto" and (done := _finished(plan, key)) is not None:
+        print(f"reusing the finished run in {shown_path(plan.out_dir)} (same settings; train with resume=False to redo it)")
+        return done
+    rank, world = _dist_setup(device)
+    if plan.batch_size % world:
+        raise ValueError(f"batch_size {plan.batch_size} must be divisible by the {world} processes")
+    ckpt_path = plan.out_dir / "ckpt.pt"
+    ckpt = _auto_checkpoint(ckpt_path, plan, key) if cfg.resume == "auto" else \
+        load_checkpoint(ckpt_path, plan.model) if cfg.resume else None
+    data = ensure_data(plan.profile, plan.data_dir, cfg.progress and rank == 0)
+    # before the seed: on a GPU the plan's probes build models of their own
+    slicing = measured_slices(plan.model, plan.batch_size // world, device, dtype)
+    if rank == 0 and (slicing.slices > 1 or device.type == "cuda"):
+        print(f"each step runs {slicing.describe()} ({slicing.reason})")
+
+    torch.manual_seed(cfg.seed)
+    # the run's settings keep "auto" (a slicing changes memory and time, not the model); the model runs the plan
+    model = GPT(as_planned(plan.model, slicing, device.type)).to(device)
+    opt = adamw(model, plan.lr, plan.profile.weight_decay)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    start = 0
+    peak_bytes = None
+    t_start = time.perf_counter()
+    timed_tokens, timed_s, wall_before = 0, 0.0, 0.0
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        load_scaler_state(scaler, ckpt["scaler"])
+        gen.set_state(ckpt["sampler_rng"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        start = int(ckpt["step"])
+        # the figures measured before the interruption, so a resumed run's summary reads like one run's
+        meters = ckpt.get("meters", {})
+        peak_bytes = meters.get("peak_bytes")
+        timed_tokens, timed_s = meters.get("timed_tokens", 0), meters.get("timed_s", 0.0)
+        wall_before = meters.get("wall_s", 0.0)
+    ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+
+    writer = rank == 0
+    log_rows = _read_log(plan.out_dir / "log.csv", start) if ckpt is not None else []
+    if writer:
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        write_json(plan.out_dir / "config.json", {"train": cfg.to_dict(), "model": plan.model.to_dict(),
+                                                    "profile": asdict(plan.profile), "batch_size": plan.batch_size,
+                                                    "steps": plan.steps, "lr": plan.lr, "world_size": world})
+        _rewrite_log(plan.out_dir / "log.csv", log_rows)
+
+    def checkpoint(step: int) -> None:
+        if writer:
+            save_checkpoint(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                        "scaler": scaler.state_dict(), "sampler_rng": gen.get_state(),
+                                        "torch_rng": torch.get_rng_state(), "step": step,
+                                        "model_config": plan.model.to_dict(), "run_key": key,
+                                        "meters": {"peak_bytes": peak_bytes, "timed_tokens": timed_tokens,
+                                                   "timed_s": timed_s,
+                                                   "wall_s": wall_before + time.perf_counter() - t_start}})
+
+    tokens_per_step = plan.batch_size * plan.model.seq_len
+    warm = untimed_steps(plan.steps)
+    bar = tqdm(range(start, plan.steps), desc=f"{plan.profile.name}/{cfg.trunk}", disable=not (cfg.progress and writer),
+               initial=start, total=plan.steps)
+    stopped = False
+    for step in bar:
+        lr = lr_at(step, plan.steps, plan.warmup_steps, plan.lr, plan.min_lr)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = data.get_batch("train", plan.batch_size, plan.model.seq_len, gen)
+        x, y = _slice(x, rank, world).to(device), _slice(y, rank, world).to(device)
+        t0 = time.perf_counter()
+
+        def one_step() -> tuple[torch.Tensor, torch.Tensor]:
+            return train_step(ddp, opt, x, y, clip=plan.profile.grad_clip, amp=autocast(device, dtype), scaler=scaler)
+
+        if step == start + 1 and peak_bytes is None:  # optimizer state exists now: measure a real step
+            box: list = []
+            model.zero_grad(set_to_none=True)
+            rep = peak_memory(lambda: box.append(one_step()), state_tensors(model, opt), device)
+            peak_bytes = rep.peak_bytes
+            loss, norm = box[0]
+        else:
+            loss, norm = one_step()
+        loss_v = float(loss)
+        if not math.isfinite(loss_v):
+            bar.close()
+            raise TrainingDiverged(f"loss became {loss_v} at step {step}: stopped. The last good checkpoint "
+                                   f"({ckpt_path}) is kept; lower the learning rate (now {lr:.3g}) or check the data")
+        dt = time.perf_counter() - t0
+        if step >= start + warm:
+            timed_tokens, timed_s = timed_tokens + tokens_per_step, timed_s + dt
+        row = {"step": step, "tokens": (step + 1) * tokens_per_step, "loss": loss_v, "lr": lr,
+               "grad_norm": float(norm), "tokens_per_s": tokens_per_step / dt, "val_loss": ""}
+        last = step == plan.steps - 1
+        if (step + 1) % plan.eval_every == 0 or last:
+            row["val_loss"] = evaluate(model, data, plan, device, dtype, rank, world)
+        log_rows.append(row)
+        if writer:
+            _append_log(plan.out_dir / "log.csv", row)
+        bar.set_postfix(loss=f"{loss_v:.3f}", val=row["val_loss"] if row["val_loss"] != "" else "-")
+        if cfg.callback is not None:
+            cfg.callback(step, row, model)
+        if (step + 1) % plan.ckpt_every == 0 or last:
+            checkpoint(step + 1)
+            _die_if_asked(plan)
+        if cfg.stop_after is not None and step + 1 - start >= cfg.stop_after and not last:
+            stopped = True
+            break
+    bar.close()
+    summary = _summarise(cfg, plan, model, data, device, dtype, log_rows, peak_bytes, timed_tokens, timed_s,
+                         wall_before + time.perf_counter() - t_start, world, stopped)
+    summary["run_key"] = key
+    summary["batch_slicing"] = slicing.to_dict()
+    if writer and not stopped:
+        write_json(plan.out_dir / "summary.json", summary)
+    return summary
+
+
+def _rewrite_log(path: Path, rows: list[dict]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, LOG_FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _append_log(path: Path, row: dict) -> None:
+    with open(path, "a", newline="") as f:
+        csv.DictWriter(f, LOG_FIELDS).writerow(row)
+
+
+def _summarise(cfg: TrainConfig, plan: Plan, model: GPT, data, device, dtype, rows: list[dict], peak_bytes,
+               timed_tokens: int, timed_s: float, wall_s: float, world: int, stopped: bool) -> dict:
+    losses = [float(r["loss"]) for r in rows]
+    vals = [float(r["val_loss"]) for r in rows if r["val_loss"] not in ("", None)]
+    recon = None
+    if model.trunk.integrator.reversible:
+        x, _ = data.get_batch("val", min(8, plan.batch_size), plan.model.seq_len, torch.Generator().manual_seed(7))
+        with autocast(device, dtype):
+            recon = reconstruction_error(model, x.to(device))
+        if recon > cfg.recon_threshold:
+            warnings.warn(f"trained trunk reconstructs its input with relative error {recon:.3g} > "
+                          f"{cfg.recon_threshold}: reversible gradients are unreliable; use stream='fp64' or "
+                          f"'fixed', a smaller h, or kept states")
+    tail = losses[-max(1, len(losses) // 10):]
+    return {
+        "run": plan.out_dir.name, "profile": plan.profile.name, "trunk": cfg.trunk, "h": plan.model.h,
+        "stream": plan.model.stream, "n_layer": plan.model.n_layer, "batch_size": plan.batch_size,
+        "steps": len(rows), "planned_steps": plan.steps, "tokens": len(rows) * plan.batch_size * plan.model.seq_len,
+        "lr": plan.lr, "lr_scaling": cfg.lr_scaling, "n_params": model.n_params(),
+        "final_train_loss": sum(tail) / len(tail) if tail else None,
+        "final_val_loss": vals[-1] if vals else None, "unigram_val_loss": data.unigram_loss(),
+        "data": data.path.name, "data_source": data.meta.get("source"),
+        "tokens_per_s": timed_tokens / timed_s if timed_s > 0 else None,
+        "peak_memory_bytes": peak_bytes, "reconstruction_error": recon, "wall_s": wall_s,
+        "device": describe(device, dtype), "torch": torch.__version__, "world_size": world,
+        "stopped_early": stopped, "config": cfg.to_dict(), "model_config": plan.model.to_dict(),
+    }
+
+
+# --- command line ------------------------------------------------------------------------------------
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="auto")
+    p.add_argument("--trunk", default="residual", choices=list(TRUNKS))
+    p.add_argument("--out", type=folder_arg, help="run folder (default results/<profile>/<trunk>)")
+    p.add_argument("--data-dir", type=folder_arg, default=Path("data"))
+    p.add_argument("--resume", nargs="?", const=True, default=False, type=_resume_mode,
+                   help="continue from the run folder's checkpoint; `--resume auto`: reuse a finished run with "
+                        "the same settings, continue an unfinished one, else start")
+    p.add_argument("--h", type=positive_float)
+    p.add_argument("--stream", default="fp32")
+    p.add_argument("--n-layer", type=positive_int)
+    p.add_argument("--batch-size", type=positive_int)
+    p.add_argument("--tokens", type=positive_int, dest="train_tokens")
+    p.add_argument("--lr", type=positive_float)
+    p.add_argument("--lr-scaling", default="none", choices=LR_SCALINGS)
+    p.add_argument("--noise-scale", type=positive_float, help="a measured gradient noise scale, in sequences: "
+                   "the lr rule stops growing with the batch beyond it")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto", type=device_arg)
+    p.add_argument("--precision", default="auto")
+    p.add_argument("--eval-every", type=positive_int)   # 0 would silently mean the profile's
+    p.add_argument("--ckpt-every", type=positive_int)
+    p.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _resume_mode(text: str) -> str:
+    if text != "auto":
+        raise argparse.ArgumentTypeError(f"--resume takes no value or 'auto', not {text!r}")
+    return text
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    cfg = TrainConfig(profile=get_profile(args.profile), trunk=args.trunk, out_dir=args.out,
+                      data_dir=args.data_dir, h=args.h, stream=args.stream, n_layer=args.n_layer,
+                      batch_size=args.batch_size, train_tokens=args.train_tokens, lr=args.lr,
+                      lr_scaling=args.lr_scaling, noise_scale=args.noise_scale, seed=args.seed, device=args.device,
+                      precision=args.precision, eval_every=args.eval_every, ckpt_every=args.ckpt_every, resume=args.resume,
+                      stop_after=args.stop_after, progress=not args.no_progress)
+    try:
+        s = train(cfg)
+    except (ValueError, TrainingDiverged) as e:
+        raise SystemExit(f"error: {e}")
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps({k: s[k] for k in ("run", "steps", "final_train_loss", "final_val_loss", "tokens_per_s",
+                                            "peak_memory_bytes", "reconstruction_error", "wall_s")}, indent=2))
+    return 0

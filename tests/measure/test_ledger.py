@@ -1,0 +1,51 @@
+"""The ledger's parts against the tensors a reversible backward really holds, per trunk kind and stream.
+
+At the backward moment a sliced reversible trunk holds, per sequence, its state (in the stream's storage dtype)
+and the state's gradients (in the stream's carrier dtype), for every stream of the state. Both are read off the
+tensors the memory-free backward is handed for its last layer (`LayerTape`), not from a formula, and the ledger
+must name each part at exactly that size: a ledger that counted one stream's gradients, or the wrong dtype,
+differs from it by a whole part."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rev import GPT, GPTConfig
+from rev.core import reversible
+from rev.measure.ledger import sequence_ledger
+
+B, T, D = 3, 16, 32
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def _held_in_backward(cfg: GPTConfig, monkeypatch) -> tuple[float, float]:
+    """(state, state gradients) bytes per sequence that the trunk's backward starts its last layer with."""
+    seen = []
+    real_init = reversible.LayerTape.__init__
+
+    def init(self, block, stream, dtype, autocast, state, grads, *rest):
+        if not seen:   # the first layer the backward undoes: the last one
+            seen.append((_nbytes(state), _nbytes(grads), state[0].shape[0]))
+        real_init(self, block, stream, dtype, autocast, state, grads, *rest)
+
+    monkeypatch.setattr(reversible.LayerTape, "__init__", init)
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    idx = torch.randint(0, cfg.vocab_size, (B, T + 1))
+    model(idx[:, :-1], idx[:, 1:]).backward()
+    state, grads, rows = seen[0]
+    return state / rows, grads / rows
+
+
+@pytest.mark.parametrize("trunk", ["reveuler_rev", "midpoint_rev"])
+@pytest.mark.parametrize("stream", ["fp32", "fp64", "fixed"])
+def test_ledger_names_the_state_and_its_gradients_the_backward_holds(trunk, stream, monkeypatch):
+    cfg = GPTConfig(vocab_size=64, seq_len=T, n_layer=2, n_head=2, d_model=D, trunk=trunk, stream=stream,
+                    batch_slice=1)
+    state, grads = _held_in_backward(cfg, monkeypatch)
+    led = sequence_ledger(cfg, measured=state + grads)
+    assert led.parts.get("state") == state, led.parts
+    assert led.parts.get("state gradients") == grads, f"{trunk}/{stream}: held {grads:.0f} B, ledger {led.parts}"
