@@ -21,6 +21,7 @@ from ..base.device import PRECISIONS, amp_dtype, autocast, describe, pick_device
 from ..base.files import write_json
 from ..core.optim import adamw
 from .memory import MemoryLine, training_step_memory
+from .stats import quartiles
 from ..core.loss import LOSS_HEADS
 from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, is_reversible, pos_chunk_arg, trunk_spec
 from .ledger import format_ledger, sequence_ledger
@@ -100,14 +101,6 @@ def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> 
         p.grad = torch.zeros_like(p)
     opt.step()
     opt.zero_grad(set_to_none=True)
-
-
-def quartiles(values: list[float]) -> tuple[float, float]:
-    """The lower and upper quartiles of `values` (both the value itself for one value)."""
-    if len(values) < 2:
-        return (values[0], values[0]) if values else (float("nan"), float("nan"))
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return q[0], q[2]
 
 
 def round_ratios(times: list[float], other_times: list[float]) -> list[float]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import math
+import statistics
 
 import numpy as np
 
@@ -108,3 +109,11 @@ def mean_interval(x: Sequence[float], level: float = LEVEL) -> tuple[float, floa
         raise ValueError(f"level must lie in (0, 1), got {level}")
     m, half = float(x.mean()), t_quantile(0.5 + level / 2, len(x) - 1) * float(x.std(ddof=1)) / math.sqrt(len(x))
     return m, m - half, m + half
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """The lower and upper quartiles of `values` (both the value itself for one value)."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"), float("nan"))
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]

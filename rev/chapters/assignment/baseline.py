@@ -19,7 +19,7 @@ import re
 import statistics
 from typing import Sequence
 
-from ...measure.bench import quartiles
+from ...measure.stats import quartiles
 from ...data.tokens import TokenData
 from ...measure.stats import difference_verdict, median_difference_interval
 from ..shared.palette import sweep_colours

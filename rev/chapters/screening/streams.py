@@ -26,7 +26,7 @@ import torch
 
 from ...core.model import GPT
 from ...core.reversible import reconstruction_error
-from ...measure.bench import quartiles
+from ...measure.stats import quartiles
 from ...base.files import read_json, write_json
 from ...measure.maxbatch import measured_slices
 from ...core.optim import adamw

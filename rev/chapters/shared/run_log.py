@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...measure.bench import quartiles
+from ...measure.stats import quartiles
 from ...training.loop import LOG_FIELDS, untimed_steps
 
 

@@ -14,7 +14,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...measure.bench import quartiles, round_ratios
+from ...measure.bench import round_ratios
+from ...measure.stats import quartiles
 from ...base.files import read_json
 from ...base.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
 from ...measure.stats import median_interval, median_ratio_interval
