@@ -18,10 +18,14 @@ def read_notebook(path: str | Path):
     """The notebook at `path` (nbformat 4), or a ValueError naming the file when it is not one: JSON that is not a
     notebook (cells without metadata, say) raises jsonschema's error deep inside nbformat, which no command would
     otherwise report as a bad input."""
+    import warnings
+
     import nbformat
 
     try:
-        return nbformat.read(str(path), as_version=4)
+        with warnings.catch_warnings():   # cells without ids: nbformat adds them in memory, which is all a reader needs
+            warnings.simplefilter("ignore", nbformat.validator.MissingIDFieldWarning)
+            return nbformat.read(str(path), as_version=4)
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist") from None
     except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError) as e:

@@ -107,7 +107,7 @@ def check_sequence_fits(split: str, n_tokens: int, seq_len: int, where: str) -> 
     if n_tokens <= seq_len:
         raise DataError(f"the {split} split of {where} has {n_tokens:,} tokens, too few for one sequence of "
                         f"{seq_len:,} (it needs {seq_len + 1:,}): prepare a bigger corpus"
-                        + (" or raise --val-fraction" if split == "val" else "") + ", or train a shorter seq_len")
+                        + (" or raise --val-fraction" if split == "val" else ""))
 
 
 def _as_ids(ids: Any) -> list[int]:

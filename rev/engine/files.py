@@ -150,7 +150,7 @@ def _protected(dest: Path, may_write: Iterable[Path]) -> str | None:
         return f"a folder that holds the checkout ({CHECKOUT})"
     for folder in SOURCE_DIRS:
         if dest.is_relative_to(CHECKOUT / folder):
-            return f"inside the checkout's own {folder}/ folder"
+            return f"inside the checkout's own {folder}/"
     return None
 
 
@@ -166,8 +166,9 @@ def check_output(dest: str | Path, replaced: Iterable[Path] = (), *, force: bool
       names them."""
     why = _protected(Path(dest).resolve(), may_write)
     if why is not None:
-        raise ValueError(f"{what} {shown_path(dest)} is {why}, which holds the project's own files and is never "
-                         f"written to: give a folder outside it (e.g. under build/)")
+        raise ValueError(f"{what} would write into {Path(dest).resolve()}, {why}, where the project's own files "
+                         f"are and nothing writes: give a folder outside the checkout's notebooks/, rev/ and tests/ "
+                         f"(e.g. under build/)")
     lost = sorted({Path(p) for p in replaced})
     if lost and not force:
         names = ", ".join(shown_path(p) for p in lost[:_LISTED])

@@ -28,7 +28,7 @@ def _samples(x: Sequence[float], what: str = "values") -> np.ndarray:
     x = np.asarray(x, float)
     bad = np.flatnonzero(~np.isfinite(x))
     if len(bad):
-        raise ValueError(f"{what} must be finite numbers: {x[bad[0]]} at position {bad[0]} of {len(x)} (an "
+        raise ValueError(f"{what} must be finite numbers: value {bad[0] + 1} of {len(x)} is {x[bad[0]]} (an "
                          f"unfinished run's loss?); leave it out, or finish the run first")
     return x
 

@@ -89,22 +89,14 @@ def _origin(profile_dir: Path) -> str:
     return "local"
 
 
-def _run_json(run_dir: Path, name: str) -> dict | None:
-    """A run's config.json or summary.json: None when absent, else a JSON object, or a ValueError naming the run
-    and the file."""
-    problems: list[str] = []
-    value = read_json_or_note(run_dir / name, problems)
-    if problems:
-        raise ValueError(f"run {run_dir.name}: {problems[0]}: train it again, or delete its folder")
-    return value
-
-
-def read_run(run_dir: str | Path) -> tuple[dict | None, dict | None, pd.DataFrame]:
+def read_run(run_dir: str | Path, problems: list[str]) -> tuple[dict | None, dict | None, pd.DataFrame]:
     """The one reader of a run folder's files: (config.json, summary.json, log.csv), each None (or an empty log)
-    when absent. A file that is there but unreadable or of the wrong shape raises a ValueError naming the run
-    and the file, which `load_runs` turns into a broken run."""
+    when absent. A config or summary that is unreadable or not a JSON object is noted in `problems` (naming the
+    run's folder and the file) and read as absent, the log then telling what it can; a log.csv that cannot be
+    read raises a ValueError naming the run and the file, which `load_runs` turns into a broken run."""
     run_dir = Path(run_dir)
-    return _run_json(run_dir, "config.json"), _run_json(run_dir, "summary.json"), read_log(run_dir)
+    return (read_json_or_note(run_dir / "config.json", problems), read_json_or_note(run_dir / "summary.json", problems),
+            read_log(run_dir))
 
 
 def _row_from_summary(summary: dict) -> dict:
@@ -132,10 +124,10 @@ def _row_from_log(cfg: dict | None, log: pd.DataFrame) -> dict | None:
             "status": "incomplete (no summary.json)"}
 
 
-def _run_row(run_dir: Path) -> dict | None:
-    """The frame's row of one run folder (None: nothing in it yet); a ValueError naming the file when one of its
-    files cannot be read (`read_run`)."""
-    cfg, summary, log = read_run(run_dir)
+def _run_row(run_dir: Path, problems: list[str]) -> dict | None:
+    """The frame's row of one run folder (None: nothing in it yet); a ValueError naming the file when its log
+    cannot be read (`read_run`)."""
+    cfg, summary, log = read_run(run_dir, problems)
     row = _row_from_summary(summary) if summary is not None else _row_from_log(cfg, log)
     if row is None:
         return None
@@ -189,7 +181,7 @@ def load_runs(results_root: str | Path, profile: str) -> pd.DataFrame:
 
     def row_of(run_dir: Path) -> dict | None:
         try:
-            return _run_row(run_dir) if run_dir.is_dir() else None
+            return _run_row(run_dir, missing) if run_dir.is_dir() else None
         except ValueError as e:
             broken[run_dir.name] = str(e)
             return None
