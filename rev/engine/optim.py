@@ -104,9 +104,10 @@ def batch_ratio(batch: int, base_batch: int, noise_scale: float | None = None) -
     if noise_scale is None:
         return batch / base_batch
     if not (math.isfinite(noise_scale) and noise_scale > 0):
+        why = (": an infinite B_simple means the noise swamped the gradient estimate; measure it with more groups"
+               if noise_scale == math.inf else "")
         raise ValueError(f"noise_scale must be a finite number > 0 (a measured B_noise in sequences), got "
-                         f"{noise_scale}: an infinite B_simple means the noise swamped the gradient estimate; "
-                         f"measure it with more groups, or give None for the rule without saturation")
+                         f"{noise_scale}{why}; or give None for the rule without saturation")
     return (1 + noise_scale / base_batch) / (1 + noise_scale / batch)
 
 
