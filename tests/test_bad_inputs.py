@@ -165,8 +165,49 @@ def _badges_at_a_clone_url(tmp: Path, checkout: Path, request) -> str:
     return "badges --repo someone/revbook.git"
 
 
-def _nothing(tmp: Path, checkout: Path, request) -> None:
-    return None
+def _bundle_over_a_file_of_ones_own(tmp: Path, checkout: Path, request) -> str:
+    (tmp / "thesis.zip").write_text("not a zip: a person's file that happens to end in .zip")
+    return f"bundle --profile smoke --out {tmp}/thesis.zip"
+
+
+def _site_into_the_checkout(tmp: Path, checkout: Path, request) -> str:
+    nb = json.loads((reference.REFERENCE_DIR / "00_setup.ipynb").read_text())
+    nb["metadata"]["papermill"] = {"parameters": {"PROFILE": "smoke"}}      # as the workbook leaves a copy
+    (tmp / "executed").mkdir()
+    (tmp / "executed" / "00_setup.ipynb").write_text(json.dumps(nb))
+    return f"site --from {tmp}/executed --out {checkout}"
+
+
+def _report_over_a_figure_of_ones_own(tmp: Path, checkout: Path, request) -> str:
+    _run_folder(tmp / "results" / "smoke" / "run1_baseline")
+    (tmp / "results" / "smoke" / "plots").mkdir()
+    (tmp / "results" / "smoke" / "plots" / "my_sketch.png").write_bytes(b"\x89PNG a person's figure")
+    return f"report --profile smoke --results {tmp}/results"
+
+
+def _nbref_over_results_of_ones_own(tmp: Path, checkout: Path, request) -> str:
+    from rev.book import workbook
+
+    def no_workbook(*args, **kwargs):   # the refusal comes first; a broken one must not cost a workbook run
+        raise workbook.WorkbookError("the workbook was started")
+
+    request.getfixturevalue("monkeypatch").setattr(workbook, "run_workbook", no_workbook)
+    (tmp / "b" / "results" / "cpu").mkdir(parents=True)
+    (tmp / "b" / "results" / "cpu" / "summary.json").write_text("{}")
+    return f"nbref --out {tmp}/b"
+
+
+def _workbook_over_a_student_edition(tmp: Path, checkout: Path, request) -> str:
+    import papermill
+
+    from rev.book.student import write_student_edition
+
+    def no_kernel(*args, **kwargs):     # the refusal comes first; a broken one must not cost a notebook run
+        raise RuntimeError("papermill was started")
+
+    request.getfixturevalue("monkeypatch").setattr(papermill, "execute_notebook", no_kernel)
+    write_student_edition(tmp / "mine")
+    return f"workbook --profile smoke --out {tmp}/mine --results {tmp}/results --only 00_setup"
 
 
 # (case, setup returning the argv, what stderr's one line says | ("REPORT.md", what the report says))
@@ -196,6 +237,21 @@ CLI_CASES: list[tuple[str, Callable, str | tuple[str, str]]] = [
     ("10 report: a profile folder with no runs", _report_on_an_empty_profile, "no runs in"),
     ("11 badges --repo OWNER/NAME.git", _badges_at_a_clone_url, "without '.git' (someone/revbook)"),
     ("12 train --seed -1", lambda *a: "train --profile smoke --seed -1", "a seed is a whole number from 0 to"),
+    # the rule every writing command keeps (rev.engine.files.check_output), command by command
+    ("rule: course --out the checkout", lambda tmp, checkout, r: f"course --out {checkout} --notebooks 00_setup",
+     "the checkout itself"),
+    ("rule: bundle --out into rev/", lambda tmp, checkout, r: f"bundle --profile smoke --out {checkout}/rev/b.zip",
+     "inside the checkout's own rev/"),
+    ("rule: bundle over a file not a bundle", _bundle_over_a_file_of_ones_own, "thesis.zip would be replaced"),
+    ("rule: site --out the checkout", _site_into_the_checkout, "the checkout itself"),
+    ("rule: report over a figure of one's own", _report_over_a_figure_of_ones_own,
+     "plots/my_sketch.png would be replaced"),
+    ("rule: nbref over results it did not write", _nbref_over_results_of_ones_own,
+     "results/cpu/summary.json would be replaced"),
+    ("rule: nbref --out the checkout's tests/", lambda tmp, checkout, r: f"nbref --out {checkout}/tests/build",
+     "inside the checkout's own tests/"),
+    ("rule: workbook over a student edition", _workbook_over_a_student_edition,
+     "00_setup.ipynb would be replaced"),
 ]
 
 

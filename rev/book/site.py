@@ -474,14 +474,19 @@ def write_source(nbs: list[tuple[str, nbformat.NotebookNode]], params: dict[str,
 # -------------------------------------------------------------------------------------------------------------
 
 def _clear(out: Path, force: bool = False) -> None:
-    """Empty `out` for a new build. A site this command built (its manifest is there) is replaced; any other
-    folder's files only with `force`, and never the checkout's own folders (`rev.engine.files.check_output`)."""
+    """Check that `out` may be emptied for a new build (`check_out`), then empty it."""
+    check_out(out, force)
+    if out.exists():
+        shutil.rmtree(out)
+
+
+def check_out(out: Path, force: bool = False) -> None:
+    """Whether `out` may be replaced by a new build: a site this command built (its manifest is there) is; any
+    other folder's files only with `force`, and never the checkout or its own folders (`check_output`)."""
     if out.exists() and not out.is_dir():
         raise SiteError(f"{out} is a file: --out names the folder the site goes to")
     ours = (out / MANIFEST).is_file()
     check_output(out, [] if ours or not out.is_dir() else [p for p in out.rglob("*") if p.is_file()], force=force)
-    if out.exists():
-        shutil.rmtree(out)
 
 
 def build_site(src: str | Path, out: str | Path, results: str | Path | None = None, quiet: bool = True,
@@ -492,6 +497,7 @@ def build_site(src: str | Path, out: str | Path, results: str | Path | None = No
     `force`."""
     t0 = time.perf_counter()
     nbs = executed_notebooks(notebooks_folder(Path(src)))  # the input first: a wrong folder is the likelier mistake
+    check_out(Path(out), force)                            # then where it goes, wherever the toolchain is missing
     _need_toolchain()
     from sphinx.cmd.build import build_main
 
