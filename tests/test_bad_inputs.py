@@ -53,17 +53,6 @@ def _run_folder(folder: Path, steps: int = 6, batch: int = 8, trunk: str = "resi
 
 
 @pytest.fixture(scope="module")
-def smoke_data(tmp_path_factory) -> Path:
-    """The smoke profile's corpus, prepared once."""
-    from rev.engine.corpus import prepare_profile
-    from rev.engine.profiles import get_profile
-
-    root = tmp_path_factory.mktemp("data")
-    prepare_profile(get_profile("smoke"), root, progress=False)
-    return root
-
-
-@pytest.fixture(scope="module")
 def finished_run(smoke_data, tmp_path_factory) -> Path:
     """A smoke run trained to its end over 2 steps (2 x 512 tokens), checkpoint and all."""
     from rev.engine.train import TrainConfig, train
