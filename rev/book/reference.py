@@ -168,7 +168,7 @@ def write_references(executed_dir: str | Path, out_dir: str | Path = REFERENCE_D
     refs = {Path(out_dir) / f"{name}.ipynb":
             reference_copy(read_notebook(Path(executed_dir) / f"{name}.ipynb")) for name in SEQUENCE}
     # its purpose is to write tests/notebooks/; nowhere else in the checkout
-    check_output(out_dir, may_write=[REFERENCE_DIR], what="the reference folder")
+    check_output(out_dir, may_write=[REFERENCE_DIR], what="nbref")
     for path, ref in refs.items():
         write_text(path, nbformat.writes(ref) + "\n")
     return list(refs)

@@ -10,6 +10,8 @@ before anything is written or overwritten. A command reports one by raising:
 
 `rev.__main__.cli` prints that line and returns 2; set `REV_TRACEBACK=1` to see where it came from. A bad value
 caught by argparse (the validators below, used as `type=`) gets argparse's usage line and exit status 2 instead.
+Where a command writes, `rev.engine.files.check_output` says where it may not (the checkout and its own folders)
+and what it replaces only with `--force` (what a person may have edited).
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Writing files so that a crash never leaves a half-written one, and reading JSON with an error that says which
-file is broken. Every module that writes results, checkpoints, logs or archives goes through `atomic_path`."""
+file is broken. Every module that writes results, checkpoints, logs or archives goes through `atomic_path`; every
+command that writes for a person (editions, course, site, report, bundles, references) first asks `check_output`
+where it may write and what it may replace."""
 from __future__ import annotations
 
 import contextlib
