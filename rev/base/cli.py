@@ -10,11 +10,14 @@ before anything is written or overwritten. A command reports one by raising:
 
 `rev.__main__.cli` prints that line and returns 2; set `REV_TRACEBACK=1` to see where it came from. A bad value
 caught by argparse (the validators below, used as `type=`) gets argparse's usage line and exit status 2 instead.
+Where a command writes, `rev.base.files.check_output` says where it may not (the checkout and its own folders)
+and what it replaces only with `--force` (what a person may have edited).
 """
 from __future__ import annotations
 
 import argparse
 import math
+import operator
 import os
 from pathlib import Path
 
@@ -62,6 +65,34 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number > 0: give one, e.g. 1.5")
     return value
+
+
+# What a seed may be: a whole number every generator seeded from it takes as it is (torch's manual_seed maps a
+# negative seed to another number without a word; numpy's legacy seeding stops at 2**32 - 1).
+SEED_MAX = 2**32 - 1
+
+
+def check_seed(seed: object) -> int:
+    """`seed` when it is a whole number in [0, SEED_MAX]; a ValueError (TypeError for a non-number) saying so."""
+    try:
+        if isinstance(seed, bool):
+            raise TypeError
+        seed = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"seed {seed!r}: a seed is a whole number from 0 to {SEED_MAX:,} (2**32 - 1)") from None
+    if not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"seed {seed}: a seed is a whole number from 0 to {SEED_MAX:,} (2**32 - 1)")
+    return seed
+
+
+def seed_arg(text: str) -> int:
+    """A command-line seed (`check_seed`)."""
+    try:
+        return check_seed(int(text))
+    except ValueError as e:
+        why = str(e) if text.strip().lstrip("+-").isdigit() else \
+            f"{text!r} is not a whole number: a seed is a whole number from 0 to {SEED_MAX:,} (2**32 - 1)"
+        raise argparse.ArgumentTypeError(why) from None
 
 
 def device_arg(text: str) -> str:

@@ -45,7 +45,7 @@ def _devices(folder: Path) -> set[str]:
 
 
 def make_results_archive(profile: str, results_root: str | Path = "results", out: str | Path | None = None,
-                         max_file_mib: float = 20.0) -> Path:
+                         max_file_mib: float = 20.0, force: bool = False) -> Path:
     """Zip results/<profile>/ for `python -m rev report --merge`; returns the zip path.
 
     Checkpoints stay behind, and so does any other file over `max_file_mib` (a companion chapter's trace, say):
@@ -69,7 +69,7 @@ def make_results_archive(profile: str, results_root: str | Path = "results", out
               "left_out": [p.relative_to(folder).as_posix() for p in left_out]}
     out = Path(out) if out is not None else results_root.parent / "dist" / f"results-{profile}.zip"
     entries = [(p, f"results/{profile}/{p.relative_to(folder).as_posix()}") for p in files]
-    return atomic_zip(out, entries, {f"results/{profile}/{RESULTS_MARKER}": json.dumps(marker, indent=2)})
+    return atomic_zip(out, entries, {f"results/{profile}/{RESULTS_MARKER}": json.dumps(marker, indent=2)}, force)
 
 
 

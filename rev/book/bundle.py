@@ -59,11 +59,12 @@ def data_folder(profile: str, data_dir: Path) -> Path | None:
 
 
 def make_bundle(profile: str = "t4", out: str | Path | None = None, data_dir: str | Path | None = None,
-                root: str | Path | None = None) -> Path:
+                root: str | Path | None = None, force: bool = False) -> Path:
     """Zip the code (and the profile's prepared data, when present) for another machine; returns the zip path.
 
     `root` is the checkout to pack (default: the one `rev` is imported from); `data_dir` defaults to
-    ``<root>/data``; `out` to ``<root>/dist/revbook-<profile>.zip``.
+    ``<root>/data``; `out` to ``<root>/dist/revbook-<profile>.zip``. A file at `out` that is not a bundle is
+    replaced only with `force`.
     """
     from ..base.profiles import resolve_profile_name
 
@@ -78,7 +79,7 @@ def make_bundle(profile: str = "t4", out: str | Path | None = None, data_dir: st
     manifest = {"kind": "revbook-bundle", "profile": profile,
                 "data": f"data/{data.name}" if data is not None else None,
                 "files": [name[len(TOP) + 1:] for _, name in entries]}
-    return atomic_zip(out, entries, {f"{TOP}/{BUNDLE_MARKER}": json.dumps(manifest, indent=2)})
+    return atomic_zip(out, entries, {f"{TOP}/{BUNDLE_MARKER}": json.dumps(manifest, indent=2)}, force)
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -93,12 +94,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", metavar="PROFILE",
                    help="instead: archive results/<PROFILE>/ without checkpoints, for `report --merge`")
     p.add_argument("--results-dir", type=folder_arg, default=Path("results"), help="results root for --results")
+    p.add_argument("--force", action="store_true", help="replace --out although it is not a zip this command wrote")
 
 
 def run_cli(args: argparse.Namespace) -> int:
     try:
         if args.results:
-            path = make_results_archive(args.results, args.results_dir, args.out)
+            path = make_results_archive(args.results, args.results_dir, args.out, force=args.force)
             with zipfile.ZipFile(path) as zf:
                 left = json.loads(zf.read(f"results/{args.results}/{RESULTS_MARKER}"))["left_out"]
             ckpts = [f for f in left if f.endswith("ckpt.pt")]
@@ -107,7 +109,7 @@ def run_cli(args: argparse.Namespace) -> int:
                   + (f" and {', '.join(large)}" if large else "") + f"): bring it back and run "
                   f"`python -m rev report --merge {path.name}`")
             return 0
-        path = make_bundle(args.profile, args.out, args.data_dir)
+        path = make_bundle(args.profile, args.out, args.data_dir, force=args.force)
     except ValueError as e:
         raise SystemExit(f"error: {e}")
     with zipfile.ZipFile(path) as zf:

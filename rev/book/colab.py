@@ -154,6 +154,9 @@ def valid_ref(ref: str) -> bool:
 def rewrite(repo: str, ref: str = DEFAULT_REF, root: Path = ROOT) -> list[Path]:
     """Point every badge and `REPO_URL` / `REPO_REF` default under `root` at `repo` (OWNER/NAME) at `ref`;
     returns the files changed."""
+    if repo.lower().endswith(".git"):   # a clone URL's ending: GitHub serves no page at OWNER/NAME.git/blob/...
+        raise ValueError(f"--repo {repo!r}: give OWNER/NAME without '.git' ({repo[:-4]}): the badges open "
+                         f"github.com/OWNER/NAME/blob/..., which GitHub does not serve under a name ending in .git")
     if not valid_repo(repo) or not valid_ref(ref):
         raise ValueError(f"--repo {repo!r} --ref {ref!r}: give OWNER/NAME as GitHub spells them (e.g. "
                          f"someone/revbook) and a branch or tag without '/' or '..'")

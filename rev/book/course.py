@@ -34,7 +34,7 @@ import zipfile
 from pathlib import Path
 
 from ..base.cli import folder_arg
-from ..base.files import atomic_path, write_text
+from ..base.files import atomic_path, check_output, edited_files, record_written, write_text
 from . import student
 from .colab import SETUP_CELL, _BADGE, code_cells
 
@@ -194,11 +194,13 @@ def build_course(out: str | Path, notebooks: list[str] | None = None, profile: s
                  assignment: str | None = None, course_id: str = "revbook",
                  force: bool = False) -> dict[str, list[Path]]:
     """Write (or add to) the nbgrader course in `out`: `notebooks` (names in the workbook's order, default all),
-    one assignment each or all in `assignment`; returns each assignment's source notebooks."""
+    one assignment each or all in `assignment`; returns each assignment's source notebooks. A file it would
+    overwrite or delete that changed since it wrote it (an instructor's edit in source/, or a file it never
+    wrote) is replaced only with `force` (`rev.base.files.check_output`)."""
     import nbformat
 
     from .bundle import source_root
-    from .sequence import NOTEBOOK_DIR, SEQUENCE
+    from .sequence import NOTEBOOK_DIR, SEQUENCE, read_notebook
 
     if profile not in CELL_TIMEOUT_S:
         raise CourseError(f"--profile {profile}: a course grades on one of {', '.join(CELL_TIMEOUT_S)}")
@@ -211,34 +213,34 @@ def build_course(out: str | Path, notebooks: list[str] | None = None, profile: s
             raise CourseError(f"{flag} {value!r}: use letters, digits, _ and - only (at least one)")
     out = Path(out)
     config = out / CONFIG
-    if config.is_file():
-        m = _CONFIG_MARK.search(config.read_text())
-        if m is None and not force:
-            raise CourseError(f"{config} was not written by `python -m rev course`; build into another "
-                              f"--out, or pass --force to replace it")
-        if m is not None and m.group(1) != profile:
-            raise CourseError(f"{out} grades on profile {m.group(1)} (its {CONFIG}); build with --profile "
-                              f"{m.group(1)}, or into another --out")
+    m = _CONFIG_MARK.search(config.read_text()) if config.is_file() else None
+    if m is not None and m.group(1) != profile:
+        raise CourseError(f"{out} grades on profile {m.group(1)} (its {CONFIG}); build with --profile "
+                          f"{m.group(1)}, or into another --out")
     plan = {assignment: names} if assignment else {n: [n] for n in names}
-    for a in plan:
-        if (out / "source" / a).exists() and not force:
-            raise CourseError(f"{out / 'source' / a} exists (it may hold your edits); pass --force to rebuild it")
+    folders = {a: out / "source" / a for a in plan}
+    # what a rebuild overwrites or deletes: an instructor edits source/ (points, say) and nbgrader_config.py
+    replaced = [config] + [p for a, members in plan.items() for p in
+                           {*folders[a].glob("*.ipynb"), *(folders[a] / f"{n}.ipynb" for n in members),
+                            folders[a] / CODE_ZIP}]
+    check_output(out, edited_files(out, replaced), force=force)
 
     root = source_root()
     written: dict[str, list[Path]] = {}
     for a, members in plan.items():
-        folder = out / "source" / a
+        folder = folders[a]
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("*.ipynb"):   # a rebuild with fewer notebooks leaves none behind
             old.unlink()
         written[a] = []
         for n in members:
-            nb = nbformat.read(NOTEBOOK_DIR / f"{n}.ipynb", as_version=4)
+            nb = read_notebook(NOTEBOOK_DIR / f"{n}.ipynb")
             target = folder / f"{n}.ipynb"
             write_text(target, nbformat.writes(course_notebook(nb, n, profile)) + "\n")
             written[a].append(target)
         write_code_zip(folder / CODE_ZIP, root)
     write_text(config, config_text(profile, course_id))
+    record_written(out, [config] + [p for a, paths in written.items() for p in (*paths, folders[a] / CODE_ZIP)])
     return written
 
 
@@ -251,7 +253,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--assignment", help="put all the notebooks into one assignment of this name "
                    "(default: one assignment per notebook, named after it)")
     p.add_argument("--course-id", default="revbook", help="nbgrader's course id (default revbook)")
-    p.add_argument("--force", action="store_true", help="rebuild assignments whose source/ folder exists")
+    p.add_argument("--force", action="store_true",
+                   help="rebuild although files in source/ or nbgrader_config.py changed since they were written")
 
 
 def run_cli(args: argparse.Namespace) -> int:

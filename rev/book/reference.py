@@ -31,8 +31,9 @@ import re
 from pathlib import Path
 
 from ..base.cli import existing_folder, folder_arg
-from ..base.files import write_text
+from ..base.files import check_output, write_text
 from .outputs import noise_lines
+from .sequence import read_notebook
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = REPO / "tests" / "notebooks"
@@ -165,7 +166,9 @@ def write_references(executed_dir: str | Path, out_dir: str | Path = REFERENCE_D
         raise FileNotFoundError(f"no executed copy of {', '.join(missing)} in {executed_dir}; no reference was "
                                 f"written: give the folder of a whole workbook run, or run `{REGENERATE}`")
     refs = {Path(out_dir) / f"{name}.ipynb":
-            reference_copy(nbformat.read(Path(executed_dir) / f"{name}.ipynb", as_version=4)) for name in SEQUENCE}
+            reference_copy(read_notebook(Path(executed_dir) / f"{name}.ipynb")) for name in SEQUENCE}
+    # its purpose is to write tests/notebooks/; nowhere else in the checkout
+    check_output(out_dir, may_write=[REFERENCE_DIR], what="nbref")
     for path, ref in refs.items():
         write_text(path, nbformat.writes(ref) + "\n")
     return list(refs)
@@ -188,8 +191,8 @@ def check_references(executed_dir: str | Path, ref_dir: str | Path = REFERENCE_D
         if not fresh.exists():
             problems.append(f"{ref.stem}: no executed copy at {fresh}")
             continue
-        executed = nbformat.read(fresh, as_version=4)
-        problems += compare(executed, nbformat.read(ref, as_version=4), ref.stem)
+        executed = read_notebook(fresh)
+        problems += compare(executed, read_notebook(ref), ref.stem)
         problems += [f"{line}\n  (print a sentence: paths through `shown_path`, checks through "
                      f"`rev.chapters.shared.tables.checked`, tables through `tidy`)"
                      for line in noise_lines(executed, ref.stem)]
@@ -203,6 +206,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compare the executed notebooks in this folder with the references; exit 1 on a difference")
     p.add_argument("--out", type=folder_arg, default=Path("build/nbref"),
                    help="build folder when the workbook is executed (default build/nbref)")
+    p.add_argument("--force", action="store_true",
+                   help="build in --out although its results/ or notebooks/ hold files an nbref run did not write")
+
+
+# Marks OUT/results as nbref's own scratch results, which every run clears (a fresh results folder, as in CI).
+SCRATCH_MARK = ".nbref-scratch"
+
+
+def _execute(out: Path, force: bool) -> Path:
+    """Execute the workbook on smoke in `out` with fresh results; returns the folder of executed copies."""
+    import shutil
+
+    from .workbook import run_workbook, foreign_copies
+
+    results = out / "results"
+    theirs = [] if (results / SCRATCH_MARK).is_file() or not results.is_dir() else \
+        [p for p in results.rglob("*") if p.is_file()]
+    check_output(out, theirs + foreign_copies(out / "notebooks"), force=force)
+    # a fresh results folder, as in CI: some notebooks reuse results they find instead of recomputing
+    shutil.rmtree(results, ignore_errors=True)
+    results.mkdir(parents=True)
+    (results / SCRATCH_MARK).write_text("results of `python -m rev nbref`, cleared by its next run\n")
+    run_workbook("smoke", out, results=results, data_dir=out / "data", force=force)
+    return out / "notebooks"
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -215,16 +242,7 @@ def run_cli(args: argparse.Namespace) -> int:
               f"outputs, or output a reader should not see) in {n} notebooks"
               + (f"; if the change is intended, regenerate with `{REGENERATE}`" if problems else ""))
         return 1 if problems else 0
-    source = args.source
-    if source is None:
-        import shutil
-
-        from .workbook import run_workbook
-
-        # a fresh results folder, as in CI: some notebooks reuse results they find instead of recomputing
-        shutil.rmtree(args.out / "results", ignore_errors=True)
-        run_workbook("smoke", args.out, results=args.out / "results", data_dir=args.out / "data")
-        source = args.out / "notebooks"
+    source = args.source if args.source is not None else _execute(args.out, args.force)
     try:
         written = write_references(source)
     except FileNotFoundError as e:

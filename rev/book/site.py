@@ -41,10 +41,11 @@ from typing import Any
 import nbformat
 
 from ..base.cli import folder_arg
+from ..base.files import check_output
 from ..base.results_folder import PLOTS_DIR, REPORT_NAME
 from .colab import SETUP_CELL, _REF, _URL
 from .outputs import merged_streams, stream_text, terminal_text
-from .sequence import SEQUENCE
+from .sequence import SEQUENCE, read_notebook
 from .site_check import MANIFEST, SiteError
 
 ASSETS = Path(__file__).resolve().parent / "site_assets"
@@ -263,7 +264,7 @@ def executed_notebooks(folder: Path) -> list[tuple[str, nbformat.NotebookNode]]:
         path = folder / f"{name}.ipynb"
         if not path.is_file():
             continue
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
         if not is_executed(nb):
             unexecuted.append(name)
             continue
@@ -472,30 +473,38 @@ def write_source(nbs: list[tuple[str, nbformat.NotebookNode]], params: dict[str,
 # Build
 # -------------------------------------------------------------------------------------------------------------
 
-def _clear(out: Path) -> None:
-    """Empty `out` for a new build, refusing to delete a folder that is not a site of ours."""
-    if not out.exists():
-        return
-    if not out.is_dir():
+def _clear(out: Path, force: bool = False) -> None:
+    """Check that `out` may be emptied for a new build (`check_out`), then empty it."""
+    check_out(out, force)
+    if out.exists():
+        shutil.rmtree(out)
+
+
+def check_out(out: Path, force: bool = False) -> None:
+    """Whether `out` may be replaced by a new build: a site this command built (its manifest is there) is; any
+    other folder's files only with `force`, and never the checkout or its own folders (`check_output`)."""
+    if out.exists() and not out.is_dir():
         raise SiteError(f"{out} is a file: --out names the folder the site goes to")
-    if any(out.iterdir()) and not (out / MANIFEST).is_file():
-        raise SiteError(f"{out} exists and is not a site built by `python -m rev site`: give an empty or new --out")
-    shutil.rmtree(out)
+    ours = (out / MANIFEST).is_file()
+    check_output(out, [] if ours or not out.is_dir() else [p for p in out.rglob("*") if p.is_file()], force=force)
 
 
-def build_site(src: str | Path, out: str | Path, results: str | Path | None = None, quiet: bool = True) -> Path:
+def build_site(src: str | Path, out: str | Path, results: str | Path | None = None, quiet: bool = True,
+               force: bool = False) -> Path:
     """Build the HTML edition from the executed notebooks in `src` (or `src`/notebooks) into `out`; `results`
     is the results root holding <profile>/REPORT.md (default: where the workbook wrote them, from papermill's
-    record). Returns `out`/index.html."""
+    record). Returns `out`/index.html. `out` is replaced whole: a folder that is not a site built here only with
+    `force`."""
     t0 = time.perf_counter()
     nbs = executed_notebooks(notebooks_folder(Path(src)))  # the input first: a wrong folder is the likelier mistake
+    check_out(Path(out), force)                            # then where it goes, wherever the toolchain is missing
     _need_toolchain()
     from sphinx.cmd.build import build_main
 
     params = run_parameters(nbs)
     results_root = Path(results) if results else Path(params["RESULTS_DIR"]) if params.get("RESULTS_DIR") else None
     out = Path(out)
-    _clear(out)
+    _clear(out, force)
     with tempfile.TemporaryDirectory(prefix="revbook-site-") as tmp:
         source = Path(tmp) / "source"
         source.mkdir()
@@ -535,6 +544,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="then open every page in headless Chromium with the network off (rev.book.site_check)")
     p.add_argument("--screenshots", type=folder_arg, help="with --check: save screenshots of some pages here")
     p.add_argument("--verbose", action="store_true", help="show sphinx's progress")
+    p.add_argument("--force", action="store_true", help="replace --out although it is not a site built here")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -547,7 +557,7 @@ def run_cli(args: argparse.Namespace) -> int:
     src = args.src or Path("build") / args.profile / "notebooks"
     out = args.out or (src.parent if src.name == "notebooks" else src) / "site"
     try:
-        index = build_site(src, out, args.results, quiet=not args.verbose)
+        index = build_site(src, out, args.results, quiet=not args.verbose, force=args.force)
         if args.check:
             from .site_check import check_site
 

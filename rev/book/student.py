@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.cli import folder_arg
+from ..base.files import check_output, edited_files, record_written, write_text
+from .sequence import read_notebook
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SOLUTION, CHECK, ANSWER = "solution", "check", "answer"
@@ -153,9 +155,13 @@ def student_notebook(nb, name: str = "notebook"):
     return nb
 
 
-def write_student_edition(out: str | Path = "build/student", source: str | Path | None = None) -> dict[Path, int]:
+def write_student_edition(out: str | Path = "build/student", source: str | Path | None = None,
+                          force: bool = False) -> dict[Path, int]:
     """Write the student edition of every notebook in `source` (default: the repository's notebooks/) to
-    `out`/notebooks/; returns each written path with its number of exercises."""
+    `out`/notebooks/; returns each written path with its number of exercises.
+
+    A learner works in these copies: one changed since it was written here (or not written here) is replaced only
+    with `force` (`rev.base.files.check_output`), and `out` is never the checkout or one of its own folders."""
     import nbformat
 
     from .sequence import NOTEBOOK_DIR
@@ -164,22 +170,26 @@ def write_student_edition(out: str | Path = "build/student", source: str | Path 
     dest = Path(out) / "notebooks"
     editions = {}   # every notebook is made before any is written: a broken one leaves nothing half done
     for path in sorted(src.glob("*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
         editions[dest / path.name] = (student_notebook(nb, path.name), len(exercises(nb, path.name)))
+    check_output(dest, edited_files(out, editions), force=force)
     dest.mkdir(parents=True, exist_ok=True)
     for target, (nb, _) in editions.items():
-        nbformat.write(nb, target)
+        write_text(target, nbformat.writes(nb) + "\n")
+    record_written(out, editions)
     return {target: n for target, (_, n) in editions.items()}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=folder_arg, default=Path("build/student"),
                    help="folder for the student edition (notebooks land in OUT/notebooks/)")
+    p.add_argument("--force", action="store_true",
+                   help="replace copies a learner changed since they were written (their answers are lost)")
 
 
 def run_cli(args: argparse.Namespace) -> int:
     try:
-        paths = write_student_edition(args.out)
+        paths = write_student_edition(args.out, force=args.force)
     except EditionError as e:
         raise SystemExit(f"error: {e}")
     print(f"student edition: {len(paths)} notebooks, {sum(paths.values())} exercises -> {Path(args.out) / 'notebooks'}")

@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..base.cli import UserError, folder_arg
-from ..base.files import atomic_path, read_json, shown_path, write_json
+from ..base.cli import UserError, folder_arg, seed_arg
+from ..base.files import atomic_path, check_output, read_json, shown_path, write_json
 from ..base.progress import text_progress
 from ..base.profiles import resolve_profile_name
 from ..base.results_folder import REPORT_NAME
@@ -53,6 +53,20 @@ def completed(path: Path, src: Path, params: dict) -> bool:
     return all(rec.get(k) == v for k, v in want.items())
 
 
+def foreign_copies(folder: Path, names: list[str] | tuple[str, ...] = SEQUENCE) -> list[Path]:
+    """The notebooks among `names` in `folder` that are not executed copies the workbook wrote (papermill records
+    itself in each): a student edition's copies holding a learner's answers, say. Never replaced without --force."""
+    import json
+
+    def executed(path: Path) -> bool:
+        try:
+            return "papermill" in json.loads(path.read_text()).get("metadata", {})
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    return [p for p in (folder / f"{n}.ipynb" for n in names) if p.is_file() and not executed(p)]
+
+
 def check_kernel(kernel: str) -> None:
     """A kernel that is not installed is refused here, before any notebook is started or written."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -71,7 +85,9 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
                  data_dir: str | Path = "data", only: list[str] | None = None, kernel: str = "python3",
                  seed: int = 0, progress: bool = True, force: bool = False) -> list[Path]:
     """Execute the sequence (or `only` those notebooks), skipping those already completed with the same source
-    and parameters unless `force`; returns the executed copies' paths (of this call's runs)."""
+    and parameters unless `force`; returns the executed copies' paths (of this call's runs). A notebook in the build
+    folder that is not an executed copy (`foreign_copies`) is replaced only with `force`, and neither folder may lie
+    in the checkout's own folders (`rev.base.files.check_output`)."""
     import papermill as pm
     from nbclient.exceptions import DeadKernelError
 
@@ -84,6 +100,8 @@ def run_workbook(profile: str = "auto", out: str | Path | None = None, results: 
         raise ValueError(f"unknown notebook(s) {unknown}: choose from {', '.join(SEQUENCE)}")
     check_kernel(kernel)
     build = Path(out) if out else Path("build") / profile
+    check_output(build / "notebooks", foreign_copies(build / "notebooks", names), force=force)
+    check_output(Path(results) / profile, what="--results")
     (build / "notebooks").mkdir(parents=True, exist_ok=True)
     # folders inside the checkout go in relative to it (the set-up cell makes them absolute under the checkout
     # again), so an executed copy's parameters name no machine's paths
@@ -148,9 +166,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=folder_arg, default=Path("data"))
     p.add_argument("--only", nargs="+", help="run just these notebooks (names without .ipynb)")
     p.add_argument("--kernel", default="python3")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0, help="a whole number from 0 to 2**32 - 1")
     p.add_argument("--force", action="store_true",
-                   help="run every notebook, even those that completed before with the same source and parameters")
+                   help="run every notebook, even those that completed before with the same source and parameters, "
+                        "and replace notebooks in the build folder that are not executed copies")
     p.add_argument("--site", action="store_true",
                    help="then build the HTML edition from the executed notebooks into <out>/site (the site extra)")
 

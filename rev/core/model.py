@@ -15,7 +15,10 @@ reversible gradients are checked against.
 """
 from __future__ import annotations
 
+import argparse
 import math
+import numbers
+import operator
 from functools import partial
 from typing import Callable, NamedTuple
 from dataclasses import asdict, dataclass
@@ -112,11 +115,20 @@ class GPTConfig:
             raise ValueError(f"unknown loss_head {self.loss_head!r}: choose one of {', '.join(LOSS_HEADS)}")
         if self.stream not in STREAMS:
             raise ValueError(f"unknown stream {self.stream!r}: choose one of {', '.join(STREAMS)}")
-        if not self.h > 0:
-            raise ValueError(f"step size h must be > 0 (got {self.h}); try h=1.0 for residual, 0.5 for midpoint")
+        if not (isinstance(self.h, numbers.Real) and math.isfinite(self.h) and self.h > 0):
+            raise ValueError(f"step size h must be a finite number > 0 (got {self.h!r}); try h=1.0 for residual, "
+                             f"0.5 for midpoint")
         for name in ("vocab_size", "seq_len", "n_layer", "n_head", "d_model", "loss_chunk"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+            setattr(self, name, whole_count(name, getattr(self, name), 1))
+        for name, unit in (("pos_chunk", "positions per chunk; 0 turns it off"),
+                           ("batch_slice", "sequences per slice; 0 runs the whole batch at once")):
+            value = getattr(self, name)
+            if value not in ("auto", None):
+                try:
+                    setattr(self, name, whole_count(name, value, 0))
+                except (TypeError, ValueError):
+                    raise ValueError(f"{name} must be 'auto', None or an integer >= 0 ({unit}), got {value!r}") \
+                        from None
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}: "
                              f"pick n_head dividing d_model (e.g. {_divisor_near(self.d_model, self.n_head)})")
@@ -125,14 +137,7 @@ class GPTConfig:
         if self.dropout > 0 and self.reversible:
             raise ValueError(f"trunk {self.trunk!r} rebuilds activations in backward, so dropout would need its "
                              f"random masks replayed exactly; set dropout=0 or use a stored trunk")
-        if self.pos_chunk != "auto" and not (self.pos_chunk is None or (isinstance(self.pos_chunk, int)
-                                                                        and self.pos_chunk >= 0)):
-            raise ValueError(f"pos_chunk must be 'auto', None or an integer >= 0, got {self.pos_chunk!r}")
-        if self.batch_slice != "auto" and not (self.batch_slice is None or (isinstance(self.batch_slice, int)
-                                                                            and self.batch_slice >= 0)):
-            raise ValueError(f"batch_slice must be 'auto', None or an integer >= 0 (sequences per slice; 0 runs the "
-                             f"whole batch at once), got {self.batch_slice!r}")
-        self.keep = tuple(sorted(set(int(k) for k in self.keep)))
+        self.keep = tuple(sorted(set(whole_count("keep", k, 0) for k in self.keep)))
         if any(not 0 < k < self.n_layer for k in self.keep):
             raise ValueError(f"keep boundaries must lie in 1..n_layer-1 = 1..{self.n_layer - 1}, got {self.keep}")
 
@@ -194,6 +199,30 @@ def auto_batch_slice(seq_len: int) -> int:
     return max(1, SLICE_ROWS // seq_len)
 
 
+def whole_count(name: str, value: object, minimum: int) -> int:
+    """`value` as the whole number a count field holds: an int (numpy's too) as it is, a float that is a whole number
+    converted (counts read back from a results table or a JSON file are floats: 4.0 layers is 4), anything else
+    refused with a TypeError (not a number) or a ValueError (4.5, nan, below `minimum`) that says what to give."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a whole number >= {minimum}, got {value!r} ({type(value).__name__})")
+    try:
+        count = operator.index(value)
+    except TypeError:   # a float: whole, or refused
+        if not math.isfinite(value) or value != int(value):
+            raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}: a count has no "
+                             f"fraction") from None
+        count = int(value)
+    if count < minimum:
+        raise ValueError(f"{name} must be a positive integer, got {value}" if minimum == 1 else
+                         f"{name} must be an integer >= {minimum}, got {value}")
+    return count
+
+
+class CountArgError(argparse.ArgumentTypeError, ValueError):
+    """A bad `auto`-or-count value: a ValueError for callers in Python, and argparse's own type error, so that the
+    command line shows this message (argparse replaces a plain ValueError's with "invalid <function> value")."""
+
+
 def _count_arg(name: str, unit: str):
     def parse(text: str) -> int | str:
         if text == "auto":
@@ -203,8 +232,10 @@ def _count_arg(name: str, unit: str):
         except ValueError:
             value = -1
         if value < 0:
-            raise ValueError(f"{name} must be 'auto' or an integer >= 0 ({unit}; 0 turns it off), got {text!r}")
+            raise CountArgError(f"{text!r} is neither 'auto' nor a count: give auto (the default), 0 (off) or a "
+                                f"whole number of {unit} ({name})")
         return value
+    parse.__name__ = f"{name}_arg"
     parse.__doc__ = f'A command-line `{name}`: "auto" or a number of {unit} (0: off).'
     return parse
 

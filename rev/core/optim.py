@@ -19,6 +19,7 @@ The recipe, for a run at batch B where the profile's recipe was made for batch B
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
@@ -102,8 +103,11 @@ def batch_ratio(batch: int, base_batch: int, noise_scale: float | None = None) -
         raise ValueError(f"batch sizes must be >= 1, got {batch} and {base_batch}")
     if noise_scale is None:
         return batch / base_batch
-    if not noise_scale > 0:
-        raise ValueError(f"noise_scale must be > 0 (a measured B_noise in sequences), got {noise_scale}")
+    if not (math.isfinite(noise_scale) and noise_scale > 0):
+        why = (": an infinite B_simple means the noise swamped the gradient estimate; measure it with more groups"
+               if noise_scale == math.inf else "")
+        raise ValueError(f"noise_scale must be a finite number > 0 (a measured B_noise in sequences), got "
+                         f"{noise_scale}{why}; or give None for the rule without saturation")
     return (1 + noise_scale / base_batch) / (1 + noise_scale / batch)
 
 
@@ -113,5 +117,7 @@ def peak_lr(base_lr: float, batch: int, base_batch: int, rule: str = "sqrt",
     `linear` by k (SGD's), `none` keeps it; k is `batch_ratio` (saturating beyond `noise_scale` when given)."""
     if rule not in LR_SCALINGS:
         raise ValueError(f"unknown lr_scaling {rule!r}: choose one of {', '.join(LR_SCALINGS)}")
+    if not (isinstance(base_lr, numbers.Real) and math.isfinite(base_lr) and base_lr > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {base_lr!r}: a rate of 0 trains nothing (e.g. 1e-3)")
     k = batch_ratio(batch, base_batch, noise_scale)
     return base_lr * {"none": 1.0, "sqrt": math.sqrt(k), "linear": k}[rule]

@@ -33,8 +33,8 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from ..base.progress import tqdm
 
-from .tokens import EOT, FORMAT, SPLITS, DataError, sha256_file, load
-from ..base.cli import folder_arg
+from .tokens import EOT, FORMAT, SPLITS, DataError, check_sequence_fits, sha256_file, load
+from ..base.cli import check_seed, folder_arg, seed_arg
 from ..base.files import read_json, shown_path
 from . import tinystories
 from .stories import story_at
@@ -43,6 +43,9 @@ MIN_VOCAB = 257                  # the 256 byte symbols plus <|endoftext|>
 MAX_VOCAB = 65535                # ids are stored as uint16
 DEFAULT_VOCAB = 8192
 DEFAULT_SYNTHETIC_TOKENS = 5_000_000
+# the shortest sequence any profile trains (smoke's seq_len; tests/data/test_data.py holds it to the profiles): a
+# corpus whose splits cannot give one such sequence is refused by `prepare` (a profile's own: its seq_len)
+SHORTEST_SEQ_LEN = 64
 _STORIES_PER_BATCH = 1024        # encoding works on this many stories at a time, so memory stays bounded
 
 
@@ -106,7 +109,11 @@ def _request(source: str, vocab_size: int, tokens: int | None, stories: int | No
     if source == "synthetic":
         if tokens is None and stories is None:
             base["tokens"] = DEFAULT_SYNTHETIC_TOKENS
-        return {**base, "seed": int(seed), "val_fraction": float(val_fraction)}
+        try:
+            seed = check_seed(seed)
+        except TypeError as e:
+            raise DataError(str(e)) from None
+        return {**base, "seed": seed, "val_fraction": float(val_fraction)}
     if source == "tinystories":  # the data set's own validation split is used as it is
         return {**base, "dataset": tinystories.dataset_path()}  # a local copy is not the hub's: rebuilt
     if source.startswith("text:"):
@@ -349,8 +356,10 @@ def _bar(progress: bool, total: int | None, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="story", disable=not progress, dynamic_ncols=True)
 
 
-def _build(req: dict[str, Any], corpus: _Corpus, folder: Path, name: str, progress: bool) -> dict[str, Any]:
-    """Writes tokenizer.json, train.bin, val.bin and, last, meta.json into `folder`."""
+def _build(req: dict[str, Any], corpus: _Corpus, folder: Path, name: str, progress: bool,
+           seq_len: int = SHORTEST_SEQ_LEN) -> dict[str, Any]:
+    """Writes tokenizer.json, train.bin, val.bin and, last, meta.json into `folder`; refuses (before meta.json, so
+    nothing is kept) splits too short for one sequence of `seq_len`."""
     start = time.perf_counter()
     spool = folder / "train.spool.jsonl"
     streams = dict(corpus.streams)
@@ -372,6 +381,7 @@ def _build(req: dict[str, Any], corpus: _Corpus, folder: Path, name: str, progre
         if splits[split]["stories"] == 0:
             raise DataError(f"the {req['source']} corpus gave no {split} stories; it needs at least two stories "
                             f"(raise --stories/--tokens or --val-fraction)")
+        check_sequence_fits(split, splits[split]["tokens"], seq_len, f"the {req['source']} corpus")
     spool.unlink(missing_ok=True)
     seconds = time.perf_counter() - start
     total = sum(s["tokens"] for s in splits.values())
@@ -437,8 +447,8 @@ def _check_target(out: Path) -> None:
                         f"(prepare only replaces folders it wrote itself)")
 
 
-def _prepare(req: dict[str, Any], out: Path, progress: bool,
-             announce: Callable[[], None] | None = None) -> tuple[Path, bool]:
+def _prepare(req: dict[str, Any], out: Path, progress: bool, announce: Callable[[], None] | None = None,
+             seq_len: int = SHORTEST_SEQ_LEN) -> tuple[Path, bool]:
     """Returns the folder and whether it was built (False: reused)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -453,7 +463,7 @@ def _prepare(req: dict[str, Any], out: Path, progress: bool,
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
         tmp.mkdir()
         try:
-            _build(req, corpus, tmp, out.name, progress)
+            _build(req, corpus, tmp, out.name, progress, seq_len)
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             if out.exists():
                 out.rename(old)
@@ -487,7 +497,7 @@ def _prepare_profile(profile: Any, data_root: str | Path, progress: bool) -> tup
         print(f"preparing the {profile.data_source} corpus of profile '{profile.name}' in {shown_path(out)} "
               f"({size}vocabulary {profile.vocab_size}) ...", flush=True)
 
-    return _prepare(req, out, progress, announce)
+    return _prepare(req, out, progress, announce, profile.seq_len)
 
 
 def prepare_profile(profile: Any, data_root: str | Path = "data", progress: bool = True) -> Path:
@@ -539,7 +549,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens", type=_count, default=None,
                         help="corpus size in tokens, approximate (synthetic default 5M; cuts other sources)")
     parser.add_argument("--stories", type=_count, default=None, help="corpus size in stories")
-    parser.add_argument("--seed", type=int, default=0, help="synthetic corpus seed")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="synthetic corpus seed (0 to 2**32 - 1)")
     parser.add_argument("--val-fraction", type=float, default=0.02,
                         help="share of stories kept for validation (synthetic and text sources)")
     parser.add_argument("--profile", default=None,

@@ -101,6 +101,15 @@ def _check_bins(folder: Path, meta: dict[str, Any], verify: bool) -> None:
                             f"prepare the corpus again")
 
 
+def check_sequence_fits(split: str, n_tokens: int, seq_len: int, where: str) -> None:
+    """Refuse a split too short to draw one training sequence from (seq_len inputs and the next token's target):
+    the one rule `prepare`, `train` (before its first step) and every batch drawn keep."""
+    if n_tokens <= seq_len:
+        raise DataError(f"the {split} split of {where} has {n_tokens:,} tokens, too few for one sequence of "
+                        f"{seq_len:,} (it needs {seq_len + 1:,}): prepare a bigger corpus"
+                        + (" or raise --val-fraction" if split == "val" else ""))
+
+
 def _as_ids(ids: Any) -> list[int]:
     if hasattr(ids, "tolist"):  # tensors and arrays
         ids = ids.tolist()
@@ -141,9 +150,7 @@ class TokenData:
         import torch
 
         data = self.array(split)
-        if len(data) <= seq_len:
-            raise DataError(f"the {split} split has {len(data):,} tokens, too few for seq_len={seq_len}; "
-                            f"use a shorter sequence or a bigger corpus")
+        check_sequence_fits(split, len(data), seq_len, shown_path(self.path))
         offsets = torch.randint(len(data) - seq_len, (batch_size,), generator=generator,
                                 device=generator.device).cpu().numpy()
         window = data[offsets[:, None] + np.arange(seq_len + 1)].astype(np.int64)
@@ -152,6 +159,11 @@ class TokenData:
         if device is not None:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         return x, y
+
+    def check_sequences(self, seq_len: int) -> None:
+        """Both splits hold at least one sequence of `seq_len` (`check_sequence_fits`): checked before training."""
+        for split in SPLITS:
+            check_sequence_fits(split, self.n_tokens(split), seq_len, shown_path(self.path))
 
     def unigram_loss(self) -> float:
         """Validation cross-entropy (nats/token) of a model that ignores context: every token is predicted

@@ -7,7 +7,11 @@ Adam's state, the second is measured), so what is measured is what training will
 * CUDA: the budget is a fraction of what the device can give (`cuda_budget`); a probe that runs out of memory,
   whichever way CUDA reports it (`is_out_of_memory`), is a miss, and its tensors are freed before the next.
 * CPU: nothing runs out of memory soon enough to tell, so the budget is an explicit byte count (the
-  profile's `cpu_mem_budget` unless given), checked against the peak measured by `rev.measure.memory`.
+  profile's `cpu_mem_budget` unless given), checked against the peak measured by `rev.measure.memory`; a probe the
+  allocator cannot serve at all is a miss too.
+
+Either way a budget is first compared with what the machine has free (`check_budget`): one larger is refused
+before any probe runs.
 
 The same measured search also finds the deepest model that fits at a fixed batch (`find_max_depth`), and two
 probes give a straight-line memory model (`rev.measure.memory.MemoryLine`) that predicts the max batch before any
@@ -102,13 +106,15 @@ def static_bytes(cfg: GPTConfig) -> int:
     return 16 * n
 
 
-# How CUDA reports running out of memory: the caching allocator raises torch.OutOfMemoryError; an allocation made
-# outside it (cuBLAS's workspace and handle, a kernel launch) arrives as a plain RuntimeError with one of these.
-OOM_MESSAGES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
+# How running out of memory is reported: CUDA's caching allocator raises torch.OutOfMemoryError; an allocation made
+# outside it (cuBLAS's workspace and handle, a kernel launch) arrives as a plain RuntimeError with one of these; the
+# CPU allocator, when the operating system refuses it memory, raises a RuntimeError ("DefaultCPUAllocator: can't
+# allocate memory").
+OOM_MESSAGES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "can't allocate memory")
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    """Whether `error` says the device ran out of memory (either kind above)."""
+    """Whether `error` says the device (a GPU, or the CPU's RAM) ran out of memory (any kind above)."""
     if isinstance(error, torch.cuda.OutOfMemoryError):   # torch.OutOfMemoryError is the same class
         return True
     return isinstance(error, RuntimeError) and any(m in str(error) for m in OOM_MESSAGES)
@@ -165,6 +171,38 @@ def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
     return int(fraction * (free + max(0, unused_cache)))
 
 
+def available_bytes(dev: torch.device) -> int | None:
+    """What a new training step can have on `dev` now: on CUDA what `cuda_budget` counts (the driver's free memory
+    and this process's unused cache); on a CPU what the operating system says is available without swapping
+    (MemAvailable in /proc/meminfo, or psutil's figure where there is no /proc); None where nothing tells."""
+    if dev.type == "cuda":
+        return cuda_budget(dev, 1.0)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().available)
+
+
+def check_budget(budget_bytes: int, dev: torch.device) -> None:
+    """Refuse a budget larger than what `dev` has free (`available_bytes`), before the first probe: a search under
+    it would probe batches the machine cannot hold, and end in an allocation failure, or in the operating system
+    killing the process without a word."""
+    have = available_bytes(dev)
+    if have is not None and budget_bytes > have:
+        where = "RAM" if dev.type == "cpu" else f"memory on {torch.cuda.get_device_name(dev)}"
+        raise ValueError(f"budget {budget_bytes / 2**20:,.0f} MiB is more than this machine has free "
+                         f"({have / 2**20:,.0f} MiB of {where}): give --budget-mib {int(0.9 * have / 2**20):d} "
+                         f"or less")
+
+
 def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record: Callable, start: int,
             limit: int, progress: bool, gallop: bool = False) -> int:
     """`largest_fitting` over measured probes, each recorded by `record(n, peak, fits)`, with a progress bar."""
@@ -200,6 +238,7 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
     if budget_bytes <= floor:
         raise ValueError(f"budget {budget_bytes / 2**20:.1f} MiB is smaller than the model itself "
                          f"({floor / 2**20:.1f} MiB for parameters, gradients and Adam state): raise the budget")
+    check_budget(budget_bytes, dev)
     result = MaxBatch(cfg.trunk, 0, budget_bytes)
     record = lambda b, peak, fits: result.probes.append(Probe(b, peak, fits))  # noqa: E731
     # on a GPU "auto" slices only as far as memory forces it, so a batch fits when its thinnest slicing does; the
@@ -238,6 +277,7 @@ def find_max_depth(cfg: GPTConfig, batch: int, budget_bytes: int, max_layers: in
     `budget_bytes`: the same doubling + bisection, on the layer count. `n_layer` is 0 when not even one fits."""
     dev = pick_device(device)
     dtype = amp_dtype(dev, precision)
+    check_budget(budget_bytes, dev)
     result = MaxDepth(cfg.trunk, 0, batch, budget_bytes, max_layers)
     measure = lambda n: _measure(dataclasses.replace(cfg, n_layer=n), batch, dev, dtype, budget_bytes)  # noqa: E731
     result.n_layer = _search(f"deepest {cfg.trunk}", measure,

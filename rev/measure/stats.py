@@ -23,6 +23,17 @@ LEVEL = 0.95          # the interval's coverage
 RESAMPLES = 2000      # bootstrap resamples: the interval's ends move by well under 1% of its width beyond this
 
 
+def _samples(x: Sequence[float], what: str = "values") -> np.ndarray:
+    """`x` as floats, refused when one is NaN or infinite: one unfinished run's NaN would make every interval and
+    tie margin built on it NaN without a word."""
+    x = np.asarray(x, float)
+    bad = np.flatnonzero(~np.isfinite(x))
+    if len(bad):
+        raise ValueError(f"{what} must be finite numbers: value {bad[0] + 1} of {len(x)} is {x[bad[0]]} (an "
+                         f"unfinished run's loss?); leave it out, or finish the run first")
+    return x
+
+
 def _median_draws(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
     """The medians of `resamples` resamples of `x` drawn with replacement."""
     return np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
@@ -40,7 +51,7 @@ def _central(draws: np.ndarray, level: float) -> tuple[float, float]:
 def _two_samples(a: Sequence[float], b: Sequence[float], resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Resampled medians of two independent sets of timings (a's drawn first: seeded, the same data give the same
     interval)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+    a, b = _samples(a, "timings"), _samples(b, "timings")
     if len(a) < 2 or len(b) < 2:
         raise ValueError(f"need at least 2 timings on each side to bootstrap (got {len(a)} and {len(b)})")
     rng = np.random.default_rng(seed)
@@ -66,7 +77,7 @@ def median_interval(x: Sequence[float], level: float = LEVEL, resamples: int = R
     """Percentile bootstrap interval of median(x) at `level` (seeded). For paired measurements, such as the speed
     ratios of interleaved rounds, each round one draw: it tests the median itself, where the rounds' quartiles
     only describe their spread (a 3% shift of the median can hide inside a 10% interquartile range)."""
-    x = np.asarray(x, float)
+    x = _samples(x)
     if len(x) < 2:
         raise ValueError(f"need at least 2 values to bootstrap a median (got {len(x)})")
     return _central(_median_draws(x, np.random.default_rng(seed), resamples), level)
@@ -102,7 +113,7 @@ def t_quantile(p: float, df: int) -> float:
 def mean_interval(x: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
     """(mean, low, high): Student's t interval of the mean of `x` at `level`, for a few independent draws such as
     per-seed losses or per-seed paired differences (at 3 draws the half-width is 2.48 standard deviations)."""
-    x = np.asarray(x, float)
+    x = _samples(x)
     if len(x) < 2:
         raise ValueError(f"need at least 2 values for an interval (got {len(x)}): run more seeds")
     if not 0 < level < 1:

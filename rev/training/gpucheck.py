@@ -44,7 +44,7 @@ from ..base.cli import file_arg, folder_arg, positive_int
 from ..data.corpus import profile_folder
 from ..base.device import amp_dtype, autocast, describe, pick_device
 from ..base.files import write_json
-from ..measure.maxbatch import MaxBatch, find_max_batch, measure_probe
+from ..measure.maxbatch import MaxBatch, available_bytes, find_max_batch, measure_probe
 from ..measure.memory import training_step_memory
 from ..base.profiles import PROFILES, get_profile
 from .loop import TrainConfig, load_model, train
@@ -348,7 +348,9 @@ def oom_row(device: torch.device, cap_bytes: int = 3 * 2**29) -> Row:
     before = torch.cuda.memory_allocated(index)
     torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), index)
     try:
-        res = find_max_batch(cfg, total, f"cuda:{index}", start=4, limit=4096, progress=False)
+        # a budget of all the device has free (the driver's figure ignores the cap): the cap binds first
+        res = find_max_batch(cfg, available_bytes(torch.device("cuda", index)), f"cuda:{index}", start=4,
+                             limit=4096, progress=False)
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0, index)
         torch.cuda.empty_cache()

@@ -40,7 +40,7 @@ import torch
 import torch.distributed as dist
 from ..base.progress import tqdm
 
-from ..base.cli import device_arg, folder_arg, positive_float, positive_int
+from ..base.cli import check_seed, device_arg, folder_arg, positive_float, positive_int, seed_arg
 from ..base.files import atomic_path, read_json, shown_path, write_json
 from ..core.optim import LR_SCALINGS, WARMUP_FLOOR_STEPS, adamw, lr_at, peak_lr, warmup_steps
 from ..base.device import amp_dtype, autocast, describe, pick_device
@@ -135,6 +135,7 @@ def run_key(cfg: TrainConfig, plan: Plan, dtype: torch.dtype | None) -> dict:
 def plan_run(cfg: TrainConfig) -> Plan:
     prof = get_profile(cfg.profile)
     trunk_spec(cfg.trunk)  # an unknown trunk fails before any number is worked out
+    check_seed(cfg.seed)
     batch = prof.batch_size if cfg.batch_size is None else cfg.batch_size
     if batch < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch}")
@@ -344,7 +345,14 @@ def train(cfg: TrainConfig) -> dict:
     ckpt_path = plan.out_dir / "ckpt.pt"
     ckpt = _auto_checkpoint(ckpt_path, plan, key) if cfg.resume == "auto" else \
         load_checkpoint(ckpt_path, plan.model) if cfg.resume else None
+    if ckpt is not None and int(ckpt["step"]) > plan.steps:
+        per_step = plan.batch_size * plan.model.seq_len
+        raise ValueError(f"cannot resume: the checkpoint in {shown_path(plan.out_dir)} is at step {ckpt['step']}, "
+                         f"past this run's {plan.steps} step{'s' if plan.steps != 1 else ''} "
+                         f"({plan.steps * per_step:,} tokens): give --tokens {int(ckpt['step']) * per_step} or more "
+                         f"to train it further, or another --out for a new run")
     data = ensure_data(plan.profile, plan.data_dir, cfg.progress and rank == 0)
+    data.check_sequences(plan.model.seq_len)   # before anything is written: not at the first evaluation
     # before the seed: on a GPU the plan's probes build models of their own
     slicing = measured_slices(plan.model, plan.batch_size // world, device, dtype)
     if rank == 0 and (slicing.slices > 1 or device.type == "cuda"):
@@ -512,7 +520,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr-scaling", default="none", choices=LR_SCALINGS)
     p.add_argument("--noise-scale", type=positive_float, help="a measured gradient noise scale, in sequences: "
                    "the lr rule stops growing with the batch beyond it")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0, help="a whole number from 0 to 2**32 - 1")
     p.add_argument("--device", default="auto", type=device_arg)
     p.add_argument("--precision", default="auto")
     p.add_argument("--eval-every", type=positive_int)   # 0 would silently mean the profile's

@@ -118,8 +118,14 @@ def test_course_folder_and_its_code_zip(tmp_path):
     assert {"revbook/pyproject.toml", "revbook/README.md", "revbook/rev/__init__.py",
             "revbook/tests/core/test_reversible.py"} <= set(names)
     assert not [n for n in names if n.endswith(".ipynb") or "__pycache__" in n], "the code zip holds notebooks"
-    with pytest.raises(course.CourseError, match="--force"):
+    course.build_course(out, [QUICK], "smoke")        # untouched since it was written: rebuilt without a word
+    edited = out / "source" / QUICK / f"{QUICK}.ipynb"
+    edited.write_text(edited.read_text().replace('"points": 1', '"points": 3'))   # an instructor's edit
+    with pytest.raises(ValueError, match=rf"source/{QUICK}/{QUICK}.ipynb would be replaced .* --force"):
         course.build_course(out, [QUICK], "smoke")
+    assert '"points": 3' in edited.read_text()
+    course.build_course(out, [QUICK], "smoke", force=True)
+    assert '"points": 3' not in edited.read_text()
     with pytest.raises(course.CourseError, match="grades on profile smoke"):
         course.build_course(out, ["02_tests"], "cpu")
     with pytest.raises(course.CourseError, match="no notebook 99_nothing"):

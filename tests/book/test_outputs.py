@@ -73,3 +73,18 @@ def test_noise_lines_find_paths_booleans_and_reprs_but_not_sentences():
     assert [line.split(": ")[1] for line in found] == ["a machine path", "a Python boolean", "a dict repr",
                                                        "a dataclass repr"]
     assert all(not line.startswith("nb, cell 3") for line in found)   # sentences, relative paths, URLs, prose
+
+
+def test_a_cells_plain_text_result_is_read_for_noise_too():
+    """A dict or dataclass left as a cell's result is an execute_result holding only text/plain: read like a
+    printed line (a result that also carries Markdown is prose, and is not)."""
+    from rev.book.outputs import noise_lines
+
+    def result(data):
+        return nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("execute_result", data=data,
+                                                                               execution_count=1)])
+
+    nb = nbformat.v4.new_notebook(cells=[result({"text/plain": "{'trunk': 'reveuler_rev', 'h': 1.0}"}),
+                                         result({"text/plain": "Plan(batch=8, slices=2)"}),
+                                         result({"text/plain": "{'a': 1}", "text/markdown": "**True** to form"})])
+    assert [line.split(": ")[1] for line in noise_lines(nb, "nb")] == ["a dict repr", "a dataclass repr"]

@@ -103,3 +103,11 @@ def test_committed_references_match_the_notebooks_checked_cells():
         want = [c.source for c in nbformat.read(ref, as_version=4).cells if R.is_checked(c)]
         assert [c.source for c in nb.cells if R.is_checked(c)] == want, \
             f"{ref.stem}: checked cells changed since the reference; run `{R.REGENERATE}`"
+
+
+def test_the_fourth_digit_is_within_the_tolerance_and_the_third_is_not():
+    """REL_TOL is a relative 1e-3: 0.3841 against 0.3843 (5e-4 apart) is the same fact; 0.384 against 0.386
+    (5e-3) is not. A tolerance ten times tighter calls the first pair a difference."""
+    assert R.equivalent_text("loss 0.3841 nats", "loss 0.3843 nats")
+    assert R.equivalent_text("1126.4 tokens/s", "1126.9 tokens/s")
+    assert not R.equivalent_text("loss 0.384 nats", "loss 0.386 nats")

@@ -149,7 +149,7 @@ def test_a_folder_without_executed_notebooks_says_what_to_run(tmp_path, capsys):
         site.executed_notebooks(site.notebooks_folder(tmp_path))
     with pytest.raises(SystemExit, match="never executed"):
         site.run_cli(argparse.Namespace(src=tmp_path, out=tmp_path / "site", profile=None, results=None,
-                                        check=False, screenshots=None, verbose=False))
+                                        check=False, screenshots=None, verbose=False, force=False))
 
 
 def test_a_run_that_failed_is_refused(tmp_path):
@@ -163,13 +163,20 @@ def test_a_run_that_failed_is_refused(tmp_path):
     assert [n for n, _ in site.executed_notebooks(tmp_path)] == ["00_setup"]
 
 
-def test_a_folder_that_is_not_a_site_is_never_cleared(tmp_path):
+def test_a_folder_that_is_not_a_site_is_cleared_only_with_force(tmp_path):
     (tmp_path / "thesis.tex").write_text("precious")
-    with pytest.raises(site.SiteError, match="not a site"):
+    with pytest.raises(ValueError, match=r"thesis.tex would be replaced .* pass --force"):
         site._clear(tmp_path)
     assert (tmp_path / "thesis.tex").is_file()
     with pytest.raises(site.SiteError, match="is a file"):
         site._clear(tmp_path / "thesis.tex")
+    (tmp_path / site.MANIFEST).write_text("{}")       # a site built here: replaced without a word
+    site._clear(tmp_path)
+    assert not tmp_path.exists()
+    (tmp_path / "own").mkdir(parents=True)
+    (tmp_path / "own" / "thesis.tex").write_text("precious")
+    site._clear(tmp_path / "own", force=True)
+    assert not (tmp_path / "own").exists()
 
 
 def test_workbook_site_flag_builds_from_its_own_build_folder(monkeypatch, tmp_path):

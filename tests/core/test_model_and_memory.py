@@ -40,8 +40,9 @@ def test_parameter_count_of_assignment_geometry():
 @pytest.mark.parametrize("changes, match", [
     (dict(trunk="resnet"), "unknown trunk"),
     (dict(stream="fp16"), "unknown stream"),
-    (dict(h=0.0), "h must be > 0"),
-    (dict(h=-1.0), "h must be > 0"),
+    (dict(h=0.0), "h must be a finite number > 0"),
+    (dict(h=-1.0), "h must be a finite number > 0"),
+    (dict(h=float("inf")), "h must be a finite number > 0"),
     (dict(d_model=30, n_head=4), "not divisible"),
     (dict(trunk="reveuler_rev", dropout=0.1), "dropout"),
     (dict(trunk="midpoint_rev", dropout=0.1), "dropout"),

@@ -86,7 +86,7 @@ def test_auto_slice_rule_config_and_argument():
     with pytest.raises(ValueError, match="batch_slice"):
         GPTConfig(batch_slice=-1)
     assert batch_slice_arg("auto") == "auto" and batch_slice_arg("3") == 3
-    with pytest.raises(ValueError, match="batch_slice must be 'auto' or an integer >= 0"):
+    with pytest.raises(ValueError, match="'two' is neither 'auto' nor a count: give auto .* sequences per slice"):
         batch_slice_arg("two")
 
 

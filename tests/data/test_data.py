@@ -125,10 +125,28 @@ def test_sampler_is_deterministic_and_shifted(corpus):
     g = torch.Generator().manual_seed(0)
     first, second = td.get_batch("val", 2, 16, g), td.get_batch("val", 2, 16, g)
     assert not torch.equal(first[0], second[0])  # the generator advances
-    with pytest.raises(DataError, match="seq_len"):
-        td.get_batch("val", 1, td.n_tokens("val"), g)
+    n = td.n_tokens("val")
+    with pytest.raises(DataError, match=rf"too few for one sequence of {n:,} \(it needs {n + 1:,}\)"):
+        td.get_batch("val", 1, n, g)
+    assert td.get_batch("val", 1, n - 1, g)[0].shape == (1, n - 1)     # seq_len inputs and one more target: fits
+    td.check_sequences(n - 1)
+    with pytest.raises(DataError, match="the val split"):
+        td.check_sequences(n)
     with pytest.raises(DataError, match="split"):
         td.get_batch("test", 1, 8, g)
+
+
+def test_prepare_refuses_splits_shorter_than_the_shortest_sequence_a_profile_trains(tmp_path):
+    from rev.base.profiles import PROFILES
+
+    assert data.SHORTEST_SEQ_LEN == min(p.seq_len for p in PROFILES.values())
+    words = "the cat sat on a mat and a dog ran far away in the sun".split()
+    text = tmp_path / "t.txt"
+    text.write_text("\n\n".join(" ".join(words[(i + j) % len(words)] for j in range(20)) for i in range(300)))
+    with pytest.raises(DataError, match=rf"the val split .* too few for one sequence of {data.SHORTEST_SEQ_LEN} "):
+        prepare(f"text:{text}", tmp_path / "short", 300, val_fraction=0.01, progress=False)
+    assert list(tmp_path.iterdir()) == [text]                                # nothing kept, not even a temporary
+    assert load(prepare(f"text:{text}", tmp_path / "ok", 300, val_fraction=0.05, progress=False)).n_tokens("val") > 64
 
 
 def test_prepare_reuses_a_verified_folder_and_rebuilds_on_change(tmp_path):

@@ -54,6 +54,19 @@ def test_prepare_reads_the_local_copy_through_datasets(hub_copy, tmp_path):
     assert _decoded(out, "val") == val_split           # the data set's own validation split, as it is
 
 
+def test_a_copy_whose_text_column_is_large_string_is_text(hub_copy, tmp_path):
+    """Arrow stores a text column as `large_string` where its offsets outgrow 32 bits (and some writers always
+    do): it is text as much as `string` is. Written so here, read back as such by `datasets`, and prepared."""
+    folder = Path(tinystories.dataset_path()) / "data"
+    for split, rows in (("train", hub_copy[0]), ("validation", hub_copy[1])):
+        ds = datasets.Dataset.from_dict({"text": rows}).cast_column("text", datasets.Value("large_string"))
+        ds.to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
+    read = datasets.load_dataset(str(folder.parent), split="validation")
+    assert read.features["text"].dtype == "large_string"
+    out = prepare("tinystories", tmp_path / "ts", 300, progress=False)
+    assert _decoded(out, "val") == hub_copy[1]
+
+
 def test_prepare_then_one_training_step_on_a_tinystories_profile(hub_copy, tmp_path):
     prof = dataclasses.replace(get_profile("smoke"), name="tinystories-local", data_source="tinystories",
                                data_name="tinystories", data_tokens=0, vocab_size=300)

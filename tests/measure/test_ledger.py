@@ -49,3 +49,32 @@ def test_ledger_names_the_state_and_its_gradients_the_backward_holds(trunk, stre
     led = sequence_ledger(cfg, measured=state + grads)
     assert led.parts.get("state") == state, led.parts
     assert led.parts.get("state gradients") == grads, f"{trunk}/{stream}: held {grads:.0f} B, ledger {led.parts}"
+
+
+def test_the_fused_heads_input_gradient_is_fp32_under_bf16_and_the_peak_moment_follows(monkeypatch):
+    """Under bf16 autocast the final norm hands the fused head an fp32 input (layer norm runs in fp32 under
+    autocast), so the input gradient it computes in forward and keeps to backward is fp32: 4 bytes per number,
+    read off the tensor the head keeps. Counted at the activations' 2 bytes instead, the residual trunk's end of
+    forward (state 4 + norm 2 + head 4 = 10 bytes per number) would tie its backward (state 4 + gradients 4) and
+    the ledger would put the peak in backward."""
+    from rev.core import loss
+
+    kept = []
+    real_forward = loss.FusedLinearCrossEntropy.forward
+
+    def forward(ctx, h, weight, targets, chunk):
+        out = real_forward(ctx, h, weight, targets, chunk)
+        kept.append(ctx.grads[0])
+        return out
+
+    monkeypatch.setattr(loss.FusedLinearCrossEntropy, "forward", staticmethod(forward))
+    cfg = GPTConfig(vocab_size=64, seq_len=T, n_layer=2, n_head=2, d_model=D, trunk="residual", loss_head="fused")
+    torch.manual_seed(0)
+    idx = torch.randint(0, cfg.vocab_size, (B, T + 1))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        GPT(cfg)(idx[:, :-1], idx[:, 1:]).backward()
+    per_token = _nbytes(kept) / (B * T)
+    assert kept[0].dtype == torch.float32 and per_token == D * 4
+    led = sequence_ledger(cfg, measured=0.0, dtype=torch.bfloat16)
+    assert led.parts["loss head"] == T * per_token
+    assert led.moment == "end of forward" and led.parts["final norm"] == T * D * 2

@@ -26,6 +26,13 @@ def _step_peak(oom_above: int, error: Exception, size=lambda cfg, batch: batch):
 
 
 @pytest.fixture(autouse=True)
+def plenty_free(monkeypatch):
+    """A machine with more free than any budget here: these searches are about a probe running out all the same
+    (the budget check against free memory is test_budget_check.py's)."""
+    monkeypatch.setattr(maxbatch, "available_bytes", lambda dev: 2**62)
+
+
+@pytest.fixture(autouse=True)
 def no_full_collection(monkeypatch):
     """Each probe runs a full garbage collection to free a failed step (test_cuda_memory.py checks that it does);
     here only the search is under test, and a collection per probe costs 0.2 s with the suite's imports."""

@@ -106,3 +106,15 @@ def test_a_run_records_the_slicing_its_steps_ran(smoke_data, tmp_path, capsys):
                           train_tokens=2 * 8 * 64, batch_slice=3, progress=False, device="cpu"))
     assert s["batch_slicing"]["slices"] == 3 and s["batch_slicing"]["described"] == "3 slices of 3 sequences"
     assert "each step runs 3 slices of 3 sequences (set by batch_slice)" in capsys.readouterr().out
+
+
+def test_a_plan_says_memory_forced_it_below_the_gpu_rows_only_below_them():
+    """At the assignment's sequence length (512): slices of 32 sequences are 16,384 rows, exactly
+    `GPU_MIN_ROWS` (not below: nothing to say); slices of 31 are 15,872 rows (below: said)."""
+    cfg = dataclasses.replace(REV, seq_len=512)
+    at = plan_slices(cfg, 64, "cuda", lambda s: s <= 32)
+    assert (at.slices, at.sequences) == (2, 32) and 32 * 512 == GPU_MIN_ROWS
+    assert at.reason == "the fewest slices that fit the budget"
+    below = plan_slices(cfg, 62, "cuda", lambda s: s <= 31)
+    assert (below.slices, below.sequences) == (2, 31)
+    assert f"memory forces slices below {GPU_MIN_ROWS:,} rows" in below.reason

@@ -52,3 +52,23 @@ def test_the_median_of_paired_rounds_is_tested_by_its_interval_not_by_the_rounds
     assert "quartiles over 3" in round_ratio([1.0, 1.1, 1.2], [1.0, 1.0, 1.0]).kind   # too few rounds to test
     with pytest.raises(ValueError, match="at least 2"):
         median_interval([1.0])
+
+
+@pytest.mark.parametrize("which", ["median", "difference", "ratio"])
+def test_a_95_percent_bootstrap_interval_leaves_2_5_percent_of_its_draws_on_each_side(which):
+    """Each bootstrap interval against the very draws it is read from: its ends are their 2.5% and 97.5%
+    quantiles. (A 90% interval labelled 95% leaves 5% on each side, and a test of a verdict's sign alone passes.)"""
+    from rev.measure import stats
+
+    rng = np.random.default_rng(5)
+    a, b = rng.lognormal(0.0, 0.3, 100), rng.lognormal(0.1, 0.3, 100)
+    if which == "median":
+        draws = stats._median_draws(a, np.random.default_rng(0), stats.RESAMPLES)
+        lo, hi = stats.median_interval(a)
+    else:
+        da, db = stats._two_samples(a, b, stats.RESAMPLES, 0)
+        draws = da - db if which == "difference" else da / db
+        lo, hi = (stats.median_difference_interval if which == "difference" else stats.median_ratio_interval)(a, b)
+    # a quantile lies between the draws below it and those at or below it, whatever the ties
+    assert np.mean(draws < lo) <= 0.025 <= np.mean(draws <= lo)
+    assert np.mean(draws > hi) <= 0.025 <= np.mean(draws >= hi)

@@ -56,7 +56,7 @@ def test_a_run_given_the_measured_noise_scale_plans_the_saturated_rate():
 
 @pytest.mark.parametrize("call, match", [
     (lambda: peak_lr(1e-3, 32, 16, "cubic"), "unknown lr_scaling"),
-    (lambda: batch_ratio(32, 16, 0.0), "noise_scale must be > 0"),
+    (lambda: batch_ratio(32, 16, 0.0), "noise_scale must be a finite number > 0"),
     (lambda: warmup_steps(1000, 0, 10), "tokens_per_step"),
 ])
 def test_bad_recipe_input_is_refused(call, match):

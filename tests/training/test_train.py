@@ -164,6 +164,18 @@ def test_resume_from_foreign_checkpoint_is_refused(data_dir, tmp_path):
     assert (out / "log.csv").read_text() == before
 
 
+def test_resume_refuses_a_checkpoint_past_the_budget_and_takes_one_at_it(data_dir, tmp_path):
+    """A finished 2-step run resumed under a 1-step budget would rewrite its config and summary as a run of 1 planned
+    step that took 2: refused, nothing written. Under its own budget there is nothing left to train: resumed."""
+    out = tmp_path / "run"
+    train(_cfg(data_dir, out, train_tokens=2 * ONE_BATCH))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ValueError, match=rf"at step 2, past this run's 1 step .*--tokens {2 * ONE_BATCH} or more"):
+        train(_cfg(data_dir, out, train_tokens=ONE_BATCH, resume=True))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert train(_cfg(data_dir, out, train_tokens=2 * ONE_BATCH, resume=True))["steps"] == 2
+
+
 def test_budget_smaller_than_model_is_refused():
     with pytest.raises(ValueError, match="smaller than the model"):
         find_max_batch(SMOKE.model_config("residual"), budget_bytes=2**20, device="cpu", progress=False)

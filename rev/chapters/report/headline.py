@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...base.files import read_json
 from ...measure.stats import median_difference_interval
-from ..shared.results import (PUBLISHED_SOURCE, published_reference, row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
+from ..shared.results import (PUBLISHED_SOURCE, published_reference, read_json_or_note, row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, main_reversible_trunk, main_run,
                       main_runs, max_batches_found, maxbatch_of, number)
 from ..assignment.seeds import seed_tie
 from ..screening.rule import LOSS_TIE
@@ -266,7 +265,8 @@ def _noise_scale(df: pd.DataFrame) -> float | None:
     from ..assignment.noise import NOISE_FILE, RUN1_END
 
     path = Path(df.attrs.get("results_dir") or ".") / str(df.attrs.get("profile", "")) / NOISE_FILE
-    value = number((read_json(path).get(RUN1_END) or {}).get("b_simple")) if path.is_file() else None
+    entry = (read_json_or_note(path, []) or {}).get(RUN1_END)   # a damaged file is no measurement
+    value = number(entry.get("b_simple")) if isinstance(entry, dict) else None
     return value if value and value > 0 else None
 
 
@@ -331,12 +331,8 @@ def _spreads(df: pd.DataFrame) -> list[tuple[str, float]]:
 
 
 def _seeds(df: pd.DataFrame) -> set:
-    seeds = set()
-    for p in main_runs(df)["path"].dropna():
-        s = Path(p) / "summary.json"
-        if s.is_file():
-            seeds.add(((read_json(s).get("config") or {}).get("seed")))
-    return seeds - {None}
+    """The seeds the main runs trained with (`load_runs` reads each run's from its files)."""
+    return {int(s) for s in main_runs(df)["seed"].dropna()} if "seed" in df else set()
 
 
 def timing_note(df: pd.DataFrame) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ...base.cli import folder_arg
-from ...base.files import swap_in, write_text
+from ...base.files import check_output, swap_in, write_text
 from ...base.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
 from ..shared.tables import MISSING, counted, format_number, header, tidy
@@ -342,7 +342,8 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None, beside_headline: bo
     mb = maxbatch_of(df, maxbatch)
     if not len(df):
         return [f"No runs found for profile {df.attrs.get('profile', '?')!r} under "
-                f"{df.attrs.get('results_dir', '?')}: run the training notebooks (or `python -m rev workbook`) first."]
+                f"{df.attrs.get('results_dir', '?')}: run the training notebooks (or `python -m rev workbook`) "
+                f"first.", *broken_lines(df)]
     base, rev = main_run(df, BASE), main_run(df, REV)
     base_max, rev_max, deep = main_run(df, BASE_MAX), main_run(df, REV_MAX), main_run(df, REV_DEEP)
     said = beside_headline   # the headline says these: REPORT.md says each thing once
@@ -375,7 +376,13 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None, beside_headline: bo
     missing = df.attrs.get("missing") or []
     if missing:
         out.append("Not present (so not compared): " + ", ".join(missing) + ".")
-    return [s for s in out if s]
+    return [s for s in out + broken_lines(df) if s]
+
+
+def broken_lines(df: pd.DataFrame) -> list[str]:
+    """One sentence per run whose files could not be read (`load_runs`' ``broken``): left out of every table and
+    comparison, named here with the file and why."""
+    return [f"Broken, so left out: {why}" for why in (df.attrs.get("broken") or {}).values()]
 
 
 def _depth_line(df: pd.DataFrame, maxbatch: dict | None) -> str | None:
@@ -429,6 +436,7 @@ _FIGURES = [("loss_vs_tokens", "Loss against tokens"), ("val_loss", "Validation 
 
 
 _LOSS_HEAD_FIGURE = [("loss_heads", "Max batch by loss head")]
+REPORT_FIGURES = {f"{stem}.png" for stem, _ in _FIGURES + _LOSS_HEAD_FIGURE}   # what plots/ holds of the report's
 
 
 def text_table(t: pd.DataFrame, fmts: dict[str, str] | None = None) -> pd.DataFrame:
@@ -532,17 +540,25 @@ def report_markdown(df: pd.DataFrame, maxbatch: dict | None = None, all_runs: pd
     return "\n".join(lines)
 
 
-def write_report(results_root: str | Path, profile: str) -> Path:
+def write_report(results_root: str | Path, profile: str, force: bool = False) -> Path:
     """Write results/<profile>/REPORT.md and plots/*.png; returns the REPORT.md path.
 
     The text is composed and the figures drawn into a temporary folder before anything is moved into place, so
-    a failure leaves the previous report as it was.
+    a failure leaves the previous report as it was. A folder without runs is an error; a run whose files cannot be
+    read is named as broken and the rest is reported. plots/ is replaced whole: a file in it that is not one of
+    the report's figures (`REPORT_FIGURES`) is replaced only with `force` (`rev.base.files.check_output`).
     """
     profile_dir = Path(results_root) / profile
     if not profile_dir.is_dir():
         raise ValueError(f"no results for profile {profile!r} under {results_root}: run the workbook "
                          f"(`python -m rev workbook --profile {profile}`) or merge an archive first")
     df = load_runs(results_root, profile)
+    if not len(df) and not df.attrs["broken"]:
+        raise ValueError(f"no runs in {profile_dir}: nothing to report; run the workbook (`python -m rev workbook "
+                         f"--profile {profile}`) or merge an archive first")
+    plots = profile_dir / PLOTS_DIR
+    theirs = [p for p in plots.rglob("*") if p.is_file() and p.name not in REPORT_FIGURES] if plots.is_dir() else []
+    check_output(profile_dir, theirs, force=force, what="--results")
     text = report_markdown(df, all_runs=load_all(results_root)) + "\n"
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=profile_dir))
     try:
@@ -563,6 +579,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--merge, the archive's profile)")
     p.add_argument("--results", type=folder_arg, default=Path("results"), help="results root (default: results)")
     p.add_argument("--merge", type=Path, metavar="ARCHIVE", help="first unpack a results zip made on another machine")
+    p.add_argument("--force", action="store_true", help="replace plots/ although it holds files that are not the "
+                                                        "report's figures")
 
 
 def _print_summary(df: pd.DataFrame, path: Path) -> None:
@@ -589,7 +607,7 @@ def run_cli(args: argparse.Namespace) -> int:
                 name = resolve_profile_name(name)
             profiles = [name]
         for profile in profiles:
-            path = write_report(args.results, profile)
+            path = write_report(args.results, profile, args.force)
             _print_summary(load_runs(args.results, profile), path)
     except ValueError as e:
         raise SystemExit(f"error: {e}")

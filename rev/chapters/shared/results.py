@@ -48,60 +48,87 @@ COLUMNS = ["run", "role", "label", "screening", "chosen", "status", "device", "o
            "final_train_loss", "final_val_loss", "unigram_val_loss", "tokens_per_s", "tokens_per_s_q1",
            "tokens_per_s_q3", "peak_memory_bytes",
            "peak_memory_mib", "reconstruction_error", "wall_s", "torch", "world_size", "stopped_early", "path",
-           "data", "data_source"]
+           "data", "data_source", "seed"]
 
 
 # -------------------------------------------------------------------------------------------------------------
 # Reading run folders
 # -------------------------------------------------------------------------------------------------------------
 
-def read_json_or_note(path: Path, problems: list[str]) -> Any:
-    """A JSON file, None when it is absent; an unreadable one is noted in `problems` and read as absent, so
-    one damaged file does not keep the rest of a report from being written."""
+# What the report reads of a profile's files beyond their being JSON objects: the keys every writer of the file
+# gives it, without which a reader fails deep inside a sentence (`rev.chapters.assignment.seeds.seed_spread`).
+REQUIRED_KEYS = {SEEDS_FILE: ("seeds", "diff", "diff_mean")}
+
+
+def read_json_or_note(path: Path, problems: list[str], kind: type = dict) -> Any:
+    """A JSON file, None when it is absent; one that is unreadable, or not a `kind` (a JSON object unless said),
+    or lacks the keys `REQUIRED_KEYS` names for it, is noted in `problems` (naming the file and why) and read as
+    absent, so one damaged file does not keep the rest of a report from being written."""
     if not path.exists():
         return None
     try:
-        return read_json(path)
+        value = read_json(path)
     except (OSError, ValueError):
         problems.append(f"{path.parent.name}/{path.name} (unreadable)")
         return None
+    if not isinstance(value, kind):
+        problems.append(f"{path.parent.name}/{path.name} (unreadable: a JSON {type(value).__name__}, not "
+                        f"{'an object' if kind is dict else 'a ' + kind.__name__})")
+        return None
+    lacking = [k for k in REQUIRED_KEYS.get(path.name, ()) if k not in value]
+    if lacking:
+        problems.append(f"{path.parent.name}/{path.name} (unreadable: no {', '.join(lacking)})")
+        return None
+    return value
 
 
 def _origin(profile_dir: Path) -> str:
-    merged = read_json_or_note(profile_dir / MERGED_LOG, [])
-    if isinstance(merged, list) and merged:
-        return f"merged from {merged[-1].get('archive', '?')}"
+    merged = read_json_or_note(profile_dir / MERGED_LOG, [], list)
+    if merged:
+        return f"merged from {merged[-1].get('archive', '?') if isinstance(merged[-1], dict) else '?'}"
     return "local"
+
+
+def read_run(run_dir: str | Path, problems: list[str]) -> tuple[dict | None, dict | None, pd.DataFrame]:
+    """The one reader of a run folder's files: (config.json, summary.json, log.csv), each None (or an empty log)
+    when absent. A config or summary that is unreadable or not a JSON object is noted in `problems` (naming the
+    run's folder and the file) and read as absent, the log then telling what it can; a log.csv that cannot be
+    read raises a ValueError naming the run and the file, which `load_runs` turns into a broken run."""
+    run_dir = Path(run_dir)
+    return (read_json_or_note(run_dir / "config.json", problems), read_json_or_note(run_dir / "summary.json", problems),
+            read_log(run_dir))
 
 
 def _row_from_summary(summary: dict) -> dict:
     row = {k: summary.get(k) for k in COLUMNS if k in summary}
     row["status"] = "stopped early" if summary.get("stopped_early") else "complete"
+    row["seed"] = (summary.get("config") or {}).get("seed") if isinstance(summary.get("config"), dict) else None
     return row
 
 
-def _row_from_log(run_dir: Path) -> dict | None:
+def _row_from_log(cfg: dict | None, log: pd.DataFrame) -> dict | None:
     """A run without summary.json (still running, or killed): what its config and log say so far."""
-    cfg = read_json_or_note(run_dir / "config.json", [])
-    log = read_log(run_dir)
     if cfg is None and log.empty:
         return None
     cfg = cfg or {}
-    model, train = cfg.get("model", {}), cfg.get("train", {})
+    model, train = cfg.get("model") or {}, cfg.get("train") or {}
     vals = log["val_loss"].dropna()
     tail = log["loss"].tail(max(1, len(log) // 10))
+    tokens = log["tokens"].dropna()
     return {"trunk": model.get("trunk", train.get("trunk")), "h": model.get("h"), "stream": model.get("stream"),
             "n_layer": model.get("n_layer"), "batch_size": cfg.get("batch_size"), "steps": len(log),
-            "planned_steps": cfg.get("steps"), "tokens": int(log["tokens"].iloc[-1]) if len(log) else 0,
-            "lr": cfg.get("lr"), "lr_scaling": train.get("lr_scaling"),
+            "planned_steps": cfg.get("steps"), "tokens": int(tokens.iloc[-1]) if len(tokens) else 0,
+            "lr": cfg.get("lr"), "lr_scaling": train.get("lr_scaling"), "seed": train.get("seed"),
             "final_train_loss": float(tail.mean()) if len(tail) else None,
             "final_val_loss": float(vals.iloc[-1]) if len(vals) else None,
             "status": "incomplete (no summary.json)"}
 
 
 def _run_row(run_dir: Path, problems: list[str]) -> dict | None:
-    summary = read_json_or_note(run_dir / "summary.json", problems)
-    row = _row_from_summary(summary) if isinstance(summary, dict) else _row_from_log(run_dir)
+    """The frame's row of one run folder (None: nothing in it yet); a ValueError naming the file when its log
+    cannot be read (`read_run`)."""
+    cfg, summary, log = read_run(run_dir, problems)
+    row = _row_from_summary(summary) if summary is not None else _row_from_log(cfg, log)
     if row is None:
         return None
     row["run"] = run_dir.name
@@ -142,31 +169,42 @@ def load_runs(results_root: str | Path, profile: str) -> pd.DataFrame:
 
     The frame's ``attrs`` carry what is not a run: ``maxbatch`` (maxbatch.json or None), ``screening``
     (screening.json or None), ``seeds`` (seeds.json, notebook 05's seed spread, or None), ``bench`` (notebook
-    05's interleaved bench, or None), ``missing`` (main runs and files not found), ``profile`` and ``results_dir``.
+    05's interleaved bench, or None), ``missing`` (main runs and files not found, or unreadable), ``broken``
+    ({run: why} for runs whose files cannot be read: left out of the rows, so every reader of a row's files
+    finds them readable), ``profile`` and ``results_dir``.
     """
     profile_dir = Path(results_root) / profile
-    rows, missing = [], []
+    rows, missing, broken = [], [], {}
     screening = read_json_or_note(profile_dir / "screening.json", missing) if profile_dir.is_dir() else None
     chosen = screening.get("chosen") if isinstance(screening, dict) else None
     origin = _origin(profile_dir) if profile_dir.is_dir() else "local"
+
+    def row_of(run_dir: Path) -> dict | None:
+        try:
+            return _run_row(run_dir, missing) if run_dir.is_dir() else None
+        except ValueError as e:
+            broken[run_dir.name] = str(e)
+            return None
+
     for name, spec in MAIN_RUNS.items():
-        row = _run_row(profile_dir / name, missing) if (profile_dir / name).is_dir() else None
+        row = row_of(profile_dir / name)
         if row is None:
-            missing.append(name)
+            if name not in broken:
+                missing.append(name)
             continue
         rows.append({**row, "role": spec.role, "label": spec.label, "screening": False, "chosen": False})
     for name, spec in EXTRA_RUNS.items():   # optional: never listed as missing
-        row = _run_row(profile_dir / name, missing) if (profile_dir / name).is_dir() else None
+        row = row_of(profile_dir / name)
         if row is not None:
             rows.append({**row, "role": spec.role, "label": spec.label, "screening": False, "chosen": False})
     for d in _screening_dirs(profile_dir):
-        row = _run_row(d, missing)
+        row = row_of(d)
         if row is not None:
             rows.append({**row, "role": "screening", "label": d.name, "screening": True,
                          "chosen": _is_chosen(row, chosen)})
     maxbatch = read_json_or_note(profile_dir / "maxbatch.json", missing) if profile_dir.is_dir() else None
     missing += [f for f, v in (("screening.json", screening), ("maxbatch.json", maxbatch))
-                if v is None and not any(m.endswith(f"{f} (unreadable)") for m in missing)]
+                if v is None and not any(m.startswith(f"{profile}/{f} (unreadable") for m in missing)]
     df = pd.DataFrame(rows, columns=COLUMNS)
     df["origin"] = origin
     df["peak_memory_mib"] = pd.to_numeric(df["peak_memory_bytes"], errors="coerce") / MIB
@@ -177,8 +215,7 @@ def load_runs(results_root: str | Path, profile: str) -> pd.DataFrame:
     seeds = read_json_or_note(profile_dir / SEEDS_FILE, missing) if (profile_dir / SEEDS_FILE).is_file() else None
     bench = read_json_or_note(profile_dir / BENCH_FILE, missing) if (profile_dir / BENCH_FILE).is_file() else None
     df.attrs.update(profile=profile, results_dir=str(results_root), maxbatch=maxbatch, seeds=seeds, bench=bench,
-                    screening=screening if isinstance(screening, dict) else None, missing=missing,
-                    loss_heads=loss_heads if isinstance(loss_heads, dict) else None)
+                    screening=screening, missing=missing, broken=broken, loss_heads=loss_heads)
     return df
 
 

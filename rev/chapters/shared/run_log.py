@@ -13,12 +13,30 @@ from ...measure.stats import quartiles
 from ...training.loop import LOG_FIELDS, untimed_steps
 
 
+# the columns without which a log says nothing: every row has them (`rev.training.loop.LOG_FIELDS`)
+LOG_NEEDS = ("step", "tokens", "loss")
+
+
 def read_log(run_dir: str | Path) -> pd.DataFrame:
-    """A run's log.csv as numbers (val_loss is NaN except on evaluation steps); empty if there is none."""
+    """A run's log.csv as numbers (val_loss is NaN except on evaluation steps); empty if there is none. A file that
+    is not a log (empty, cut inside its header, without the columns every row has) raises a ValueError that names
+    the run and the file."""
     path = Path(run_dir) / "log.csv"
     if not path.exists():
         return pd.DataFrame(columns=LOG_FIELDS, dtype=float)
-    log = pd.read_csv(path)
+    try:
+        log = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"run {path.parent.name}: {path} is empty (a run killed before it logged anything): "
+                         f"train it again, or delete its folder") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
+        raise ValueError(f"run {path.parent.name}: {path} is not a readable log ({str(e).strip()[:120]}): "
+                         f"train it again, or delete its folder") from None
+    lacking = [c for c in LOG_NEEDS if c not in log]
+    if lacking:
+        raise ValueError(f"run {path.parent.name}: {path} has no {', '.join(lacking)} column (it has "
+                         f"{', '.join(map(str, log.columns)) or 'none'}): it is not a training log; train the run "
+                         f"again, or delete its folder")
     for c in LOG_FIELDS:
         log[c] = pd.to_numeric(log[c], errors="coerce") if c in log else np.nan
     return log[LOG_FIELDS]

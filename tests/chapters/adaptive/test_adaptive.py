@@ -468,3 +468,16 @@ def test_the_replication_over_data_orders_is_worded_by_its_evidence():
     every = replication_line([row(True)] * 3)
     assert "ahead on every one, which at 3 seeds is still p = 0.25 at best" in every and "p = 0.17" in every
     assert "ahead on none" in replication_line([row(False)] * 3)
+
+
+def test_the_best_fixed_rival_is_ranked_by_gradient_error_first():
+    """Two fixed layouts of one kept state: (2,) has the smaller gradient error, (4,) the smaller reconstruction
+    error. The rival at equal memory is (2,): gradient error is what training feels; reconstruction error only
+    breaks ties."""
+    row = lambda kind, setting, keep, cos, err: dict(kind=kind, setting=setting, keep=keep, n_kept=len(keep),  # noqa
+                                                   n_layer=6, grad_cos_min=cos, max_recon_error=err)
+    rows = [row("fixed", 6, (), 0.99, 1e-2), row("fixed", 2, (2,), 0.9999, 1e-2), row("fixed", 4, (4,), 0.999, 1e-5),
+            row("adaptive", 1e-3, (3,), 0.99999, 1e-3)]
+    point = A.frontier_verdict(rows)["points"][0]
+    assert point["fixed_keep"] == (2,) and point["fixed_cos"] == 0.9999
+    assert point["grad"] == "win" and point["recon"] == "win"     # against (4,) recon would have been a loss

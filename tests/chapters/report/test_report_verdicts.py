@@ -384,3 +384,20 @@ def test_the_throughput_line_reads_the_interleaved_bench_over_runs_timed_apart(t
     assert "bootstrap interval of the median over 15 interleaved rounds" in line
     (root / PROFILE / BENCH_FILE).write_text(json.dumps({"batch": 16, "rounds": 15, "runs": rows}))  # another batch
     assert "faster, which recomputing cannot make" in _headline(root)["Throughput"]
+
+
+def test_a_gap_that_is_only_a_bound_never_counts_as_paid(tmp_path):
+    """Run 3 evaluated only after run 2's tokens, at a loss well below run 2's: its gap at equal tokens is at
+    least that (negative) figure, and could be anything above it. A bound says nothing of a win: with run 4
+    losing, neither spending paid."""
+    root = _results(tmp_path, _steady(1000), _steady(700), deep_val=4.6)
+    folder = root / PROFILE / "run3_reversible_max_batch"
+    shutil.rmtree(folder)
+    _run(folder, "reveuler_rev", 40, _steady(2000, 16), 3.0, 15.0, recon=1e-6)
+    log = (folder / "log.csv").read_text().splitlines()
+    rows = [log[0]] + [r if i in (9, 15) else r.rsplit(",", 1)[0] + "," for i, r in enumerate(log[1:])]
+    (folder / "log.csv").write_text("\n".join(rows) + "\n")
+    spent = _headline(root)["Spent"]
+    # its first evaluation after run 2's tokens is step 10: 6 - 3 * 10/16 = 4.125, against run 2's 4.51
+    assert "on batch (batch 40) at least -0.385 nats" in spent
+    assert "it paid" not in spent and "neither spending beat" in spent

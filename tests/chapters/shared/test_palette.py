@@ -121,3 +121,16 @@ def test_no_figure_takes_matplotlibs_default_cycle_instead_of_the_palette():
                                 if c["cell_type"] == "code")
     offenders = [f"{p.relative_to(root)}: {m.group(0)}" for p, text in sources.items() for m in default.finditer(text)]
     assert not offenders, offenders
+
+
+def test_every_run_has_a_colour_of_its_own_in_the_figures(tmp_path):
+    """Seven runs, seven colours: two runs drawn alike could not be told apart in any figure."""
+    assert len(set(palette.RUNS.values())) == len(palette.RUNS)
+    assert palette.SCREENING not in palette.RUNS.values()
+    runs = {name: _log(tmp_path / name, [6.0, 5.0 - i / 10, 4.0]) for i, name in enumerate(palette.RUNS)}
+    fig = plot_runs(runs)
+    legend = fig.axes[0].get_legend()
+    drawn = {t.get_text(): mcolors.to_hex(h.get_color()) for t, h in zip(legend.get_texts(), legend.legend_handles)
+             if t.get_text() in runs}     # the others key the line styles (training, validation)
+    assert set(drawn) == set(runs) and len(set(drawn.values())) == len(runs)
+    plt.close(fig)

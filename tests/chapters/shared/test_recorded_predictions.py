@@ -23,3 +23,9 @@ def test_lists_match_whatever_their_kind():
 
 def test_tiny_numbers_keep_their_digits():
     assert "you predicted 1e-07, measured 0.00." in recorded_against({"defect": 1e-7}, {"defect": 0.0})
+
+
+def test_a_prediction_written_as_words_against_a_number_is_compared_as_words():
+    text = recorded_against({"speed ratio": "about half", "steps": "3"}, {"speed ratio": 0.48, "steps": 3})
+    assert "speed ratio: you predicted 'about half', measured 0.48: not what you predicted." in text
+    assert "steps: you predicted '3', measured 3: as predicted." in text

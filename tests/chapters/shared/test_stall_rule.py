@@ -40,3 +40,19 @@ def test_a_run_that_sits_on_the_line_is_stalled_and_one_passing_through_is_not(t
     assert stalled.max_grad_norm == 19.2 and stalled.max_grad_step == 2
     assert not healthy.stalled and healthy.plateau_steps <= 2 * PLATEAU_NATS / (5.1 / steps) + 10
     assert healthy.warmup_steps == 20
+
+
+def test_the_early_spike_is_measured_against_the_whole_runs_median_norm(tmp_path):
+    """Large norms through the first quarter (4.0, one spike of 19.2), 1.0 after: the run's median is 1.0, the
+    first quarter's 4.0. The spike is 19x the run's median, not 5x the early steps'."""
+    from rev.chapters.assignment.takeaways import stalled_start
+
+    steps = 150
+    norms = np.where(np.arange(steps) < steps // 4, 4.0, 1.0)
+    norms[2] = 19.2
+    sits = np.concatenate([np.linspace(7.6, CONTEXT_FREE, 10), np.full(60, CONTEXT_FREE),
+                           np.linspace(CONTEXT_FREE, 4.5, steps - 70)])
+    run = _write(tmp_path / "stalled", sits, norms, warmup=2)
+    st = run_start(run, CONTEXT_FREE)
+    assert st.median_grad_norm == 1.0 and st.max_grad_norm == 19.2
+    assert "peaked at 19.2 at step 2 (19x its median)" in stalled_start(run, CONTEXT_FREE)
