@@ -39,10 +39,17 @@ class Profile:
     grad_clip: float = 1.0
     # bookkeeping
     eval_every: int = 50         # steps between validation passes
-    eval_batches: int = 8
+    # validation tokens per pass: one fixed sample of eval_tokens // seq_len sequences, the same for every run of
+    # the profile whatever its batch (`rev.engine.train.evaluate`), so two runs' validation losses compare
+    eval_tokens: int = 65_536
     ckpt_every: int = 200        # steps between checkpoints
-    # max-batch search on CPU: the byte budget a training step must fit in
+    # the byte budget a training step must fit in for the max-batch and depth searches: on a CPU the profile's
+    # `cpu_mem_budget`; on a GPU `gpu_mem_budget` (0: 90% of what the GPU can give), never more than the GPU can give
     cpu_mem_budget: int = 2 * 2**30
+    gpu_mem_budget: int = 0
+    # most measured probes one search may make (a batch, a depth): each probe is a real training step, seconds
+    # each at a large batch on a GPU; once they are spent the search returns the largest size that fitted
+    search_probes: int = 16
     # the max-batch runs (1b, 3, 3b) train on at least this many optimizer steps: their shared token budget
     # grows when the largest max batch would otherwise get fewer (`max_batch_tokens`); 0 keeps `train_tokens`
     max_batch_min_steps: int = 0
@@ -74,7 +81,7 @@ PROFILES: dict[str, Profile] = {
         name="smoke", d_model=64, n_layer=2, n_head=2, seq_len=64, vocab_size=512,
         data_source="synthetic", data_name="synthetic-smoke", data_tokens=200_000,
         batch_size=8, train_tokens=40_960, lr=3e-3, min_lr=3e-4, warmup_tokens=4_096,
-        eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=16 * 2**20, max_batch_min_steps=4,
+        eval_every=20, eval_tokens=1_024, ckpt_every=40, cpu_mem_budget=16 * 2**20, max_batch_min_steps=4,
         screening_fraction=0.25, screening_set="minimal", deep_max_layers=6, seeds=2,
     ),
     "cpu": Profile(
@@ -90,20 +97,21 @@ PROFILES: dict[str, Profile] = {
         # (800K left no room for runs 1 and 2 at two more seeds, ~320 s), 120 steps for the largest max batch (run
         # 1b at batch 4 then takes ~1,650), screening runs of 15% of the budget, at most 8 layers for the deep run
         # (10 took ~145 s).
-        eval_every=50, eval_batches=8, ckpt_every=200, cpu_mem_budget=48 * 2**20, max_batch_min_steps=120,
+        eval_every=50, eval_tokens=16_384, ckpt_every=200, cpu_mem_budget=48 * 2**20, max_batch_min_steps=120,
         screening_fraction=0.15, deep_max_layers=8, seeds=3,
     ),
     "t4": Profile(
         name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
         data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
         batch_size=32, train_tokens=20_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=1_000_000,
-        eval_every=200, eval_batches=20, ckpt_every=500,
+        eval_every=100, eval_tokens=262_144, ckpt_every=200, gpu_mem_budget=1 * 2**30, max_batch_min_steps=150,
+        screening_fraction=0.15, deep_max_layers=16, search_probes=12,
     ),
     "full": Profile(
         name="full", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
         data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
         batch_size=32, train_tokens=50_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=2_000_000,
-        eval_every=250, eval_batches=40, ckpt_every=1000, seeds=3,
+        eval_every=250, eval_tokens=655_360, ckpt_every=1000, seeds=3,
     ),
 }
 
