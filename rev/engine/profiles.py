@@ -66,6 +66,11 @@ class Profile:
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
 
+    def gpu_budget(self, available: int) -> int:
+        """The memory searches' byte budget on a GPU that can give a training step `available` bytes: the profile's
+        `gpu_mem_budget`, never more than is available (all of it when the profile sets none)."""
+        return min(self.gpu_mem_budget, available) if self.gpu_mem_budget else available
+
     def model_config(self, trunk: str = "residual", n_layer: int | None = None, h: float | None = None,
                      stream: str = "fp32", **options) -> GPTConfig:
         """The model this profile trains with `trunk`: the profile's geometry (depth `n_layer` when given), step

@@ -141,6 +141,25 @@ def test_memory_line_predicts_the_measured_max_batch():
 def test_largest_fitting_finds_the_threshold(top):
     assert largest_fitting(lambda n: n <= top, 8, 100) == top
 
+@pytest.mark.parametrize("gallop", [False, True])
+def test_a_search_makes_at_most_its_probes_and_answers_a_size_that_fitted(gallop):
+    top = 37
+    tried = []
+    fits = lambda n: tried.append(n) or n <= top  # noqa: E731
+    assert largest_fitting(fits, 8, 1000, gallop) == top
+    needed = len(tried)
+    for cap in (needed, needed + 5):     # enough probes: the same answer, in the same probes
+        tried.clear()
+        assert largest_fitting(fits, 8, 1000, gallop, max_probes=cap) == top and len(tried) == needed
+    for cap in (needed - 1, 3):          # fewer: the largest size that fitted among those tried, never more
+        tried.clear()
+        found = largest_fitting(fits, 8, 1000, gallop, max_probes=cap)
+        assert len(tried) == cap and found == max(n for n in tried if n <= top) <= top
+    assert found < top                   # 3 probes do not reach it
+    with pytest.raises(ValueError, match="max_probes"):
+        largest_fitting(fits, 8, 1000, max_probes=0)
+
+
 def test_ddp_two_processes_match_one_process(data_dir, tmp_path, force_cpu):
     # on the CPU (gloo) wherever the suite runs: two processes on a machine with one GPU would be refused
     common = ["--profile", "smoke", "--trunk", "reveuler_rev", "--data-dir", str(data_dir), "--no-progress",
