@@ -32,9 +32,10 @@ from .progress import tqdm
 from .bench import run_label, step_peak
 from .cli import device_arg, file_arg, positive_float, positive_int
 from .device import amp_dtype, pick_device
+from .ledger import static_bytes
 from .memory import MemoryLine
 from ..core.loss import LOSS_HEADS
-from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, pos_chunk_arg
+from ..core.model import TRUNKS, GPTConfig, batch_slice_arg, pos_chunk_arg
 from ..core.streams import STREAMS
 from .profiles import get_profile
 from .files import write_json
@@ -93,13 +94,6 @@ class MaxDepth:
         return {"trunk": self.trunk, "batch": self.batch, "budget_bytes": self.budget_bytes,
                 "probes": [vars(p) for p in self.probes],
                 "n_layer": self.n_layer, "max_layers": self.max_layers}
-
-
-def static_bytes(cfg: GPTConfig) -> int:
-    """Parameters + gradients + two Adam moments, in fp32: the floor any batch needs."""
-    with torch.device("meta"):
-        n = GPT(cfg).n_params()
-    return 16 * n
 
 
 # How CUDA reports running out of memory: the caching allocator raises torch.OutOfMemoryError; an allocation made
