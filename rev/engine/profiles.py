@@ -1,9 +1,9 @@
 """Named run sizes: one place that fixes geometry, data, token budget and optimiser settings. A profile is a size
 class; each companion chapter owns what its sizes mean on each profile (its `sizes` module).
 
-`smoke` is for CI (seconds per run), `cpu` is the default main job on a 2-core laptop, `t4` fits a Colab T4
-in about half an hour per run, and `full` is the assignment geometry (d=384, L=10, 6 heads, T=512, 8K vocab,
-50M tokens).
+`smoke` is for CI (seconds per run), `cpu` is the default main job on a 2-core laptop, `t4` fits the whole
+workbook into one Colab T4 session (about 3 hours estimated: `python -m rev plan --profile t4`), and `full` is the
+assignment geometry (d=384, L=10, 6 heads, T=512, 8K vocab, 50M tokens).
 """
 from __future__ import annotations
 
@@ -108,7 +108,22 @@ PROFILES: dict[str, Profile] = {
     "t4": Profile(
         name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
         data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
-        batch_size=32, train_tokens=20_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=1_000_000,
+        batch_size=32, train_tokens=15_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=1_000_000,
+        # A 1 GiB budget of the T4's 15, so run 3 sits where a larger batch can still pay. What a batch B buys is
+        # set by the gradient noise scale B_noise that notebook 06 measures at run 1's end (McCandlish et al.: the
+        # steps to a loss S = S_min (1 + B_noise / B), the tokens E = E_min (1 + B / B_noise)): up to about B_noise
+        # a step at B is worth nearly B / B1 of run 1's and costs at most twice the fewest tokens; far beyond it
+        # the extra sequences buy nothing. The noise scale measured so far (the cpu workbook, run 1's end) is 78
+        # sequences, 5x run 1's batch, after growing 20x from run 1's first weights; a T4 has not measured its
+        # own yet. The budget puts the reversible trunk's max batch at that same multiple of run 1's: the ledger
+        # predicts 174 sequences under fp16 autocast (5.4x; 116 on the fp64 stream, run 3b), where by that
+        # measurement a step is worth 3.1 of run 1's for 1.7x the tokens, and notebook 06 checks it against the
+        # T4's own measurement. The residual trunk fits 9 there (run 1b, below run 1's 32, as on cpu); without a
+        # budget, 13.5 GiB would give the reversible trunk ~3,600 sequences: 8 optimizer steps of 15M tokens, all
+        # warm-up. A Colab session sets the rest (`python -m rev plan --profile t4`: 2.9 h estimated on a T4):
+        # 15M tokens for runs 1, 2 and 4, 150 steps at least for the largest max batch (168 at 174), at most 16
+        # layers for the deep run (1.5x run 2's compute, 2.0x run 1's), screening runs of 15% of the budget, one
+        # seed, validation on 512 fixed sequences, at most 12 probes a search.
         eval_every=100, eval_tokens=262_144, ckpt_every=200, gpu_mem_budget=1 * 2**30, max_batch_min_steps=150,
         screening_fraction=0.15, deep_max_layers=16, search_probes=12,
     ),
