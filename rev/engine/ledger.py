@@ -19,6 +19,7 @@ searches on a machine without the GPU they are for.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -128,9 +129,15 @@ def block_bytes(cfg: GPTConfig, dtype: torch.dtype = torch.float32) -> dict[str,
 
 def static_bytes(cfg: GPTConfig) -> int:
     """Parameters + gradients + two Adam moments, in fp32: the floor any batch needs."""
+    return 16 * _n_params(cfg.vocab_size, cfg.seq_len, cfg.n_layer, cfg.n_head, cfg.d_model)
+
+
+@functools.lru_cache(maxsize=256)
+def _n_params(vocab_size: int, seq_len: int, n_layer: int, n_head: int, d_model: int) -> int:
+    """Parameters of a GPT of this geometry (every trunk has the same blocks), counted on the meta device once."""
     with torch.device("meta"):
-        n = GPT(cfg).n_params()
-    return 16 * n
+        return GPT(GPTConfig(vocab_size=vocab_size, seq_len=seq_len, n_layer=n_layer, n_head=n_head,
+                             d_model=d_model)).n_params()
 
 
 @dataclass(frozen=True)

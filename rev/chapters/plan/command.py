@@ -117,12 +117,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from ...engine.device import describe, pick_device
+    from ...engine.device import amp_dtype, describe, pick_device
 
     plan = make_plan(args.profile, args.gpu_memory_gib, args.results)
     device = pick_device(args.device)
     rates = time_trunks(plan, device) if args.time or device.type == "cuda" else None
-    where = describe(device) if rates else None
+    where = describe(device, amp_dtype(device)) if rates else None
     if args.json:
         print(json.dumps(as_json(plan, rates, where), indent=1))
     else:
