@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from ...engine.cli import device_arg, existing_folder
+from ...engine.cli import device_arg, folder_arg
 from ...engine.profiles import get_profile
 from .cost import LAYER_OVERHEAD_S, STEP_OVERHEAD_S, T4_FLOPS, Work, measured_rates
 from .workbook import GIB, Machine, WorkbookPlan, machine_for, plan_workbook
@@ -110,7 +110,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-memory-gib", type=float, default=None,
                    help="plan for a GPU with this much memory (a Colab T4: 15; default: the GPU here, else 15 for a "
                         "profile with a GPU budget, else the CPU)")
-    p.add_argument("--results", type=existing_folder, help="a results root whose screening names the reversible trunk")
+    p.add_argument("--results", type=folder_arg,
+                   help="a results root: where its screening has run, its pick is the reversible trunk planned")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--time", action="store_true", help="time a few steps of each trunk here (the default on a GPU)")
     p.add_argument("--device", default="auto", type=device_arg)
