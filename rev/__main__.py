@@ -26,6 +26,7 @@ COMMANDS = {
     "thermo-shock": ("rev.chapters.thermo.cache", "chapter 08's LR shock at the paper's size over seeds, cached"),
     "gpucheck": ("rev.training.gpucheck", "check the CUDA path on a real GPU: one table (under 10 minutes on a T4)"),
     "nbref": ("rev.book.reference", "write (or --check) the reference outputs of the checked notebook cells"),
+    "plan": ("rev.chapters.plan.command", "every run of a profile's workbook and its estimated T4 time, before it runs"),
     "badges": ("rev.book.colab", "point every Colab badge and REPO_URL at a repository (after publishing a fork)"),
     "site": ("rev.book.site", "the HTML edition: a static book from the executed notebooks (--check: in a browser)"),
 }

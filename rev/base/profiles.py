@@ -1,9 +1,9 @@
 """Named run sizes: one place that fixes geometry, data, token budget and optimiser settings. A profile is a size
 class; each companion chapter owns what its sizes mean on each profile (its `sizes` module).
 
-`smoke` is for CI (seconds per run), `cpu` is the default main job on a 2-core laptop, `t4` fits a Colab T4
-in about half an hour per run, and `full` is the assignment geometry (d=384, L=10, 6 heads, T=512, 8K vocab,
-50M tokens).
+`smoke` is for CI (seconds per run), `cpu` is the default main job on a 2-core laptop, `t4` fits the whole
+workbook into one Colab T4 session (about 3 hours estimated: `python -m rev plan --profile t4`), and `full` is the
+assignment geometry (d=384, L=10, 6 heads, T=512, 8K vocab, 50M tokens).
 """
 from __future__ import annotations
 
@@ -39,10 +39,17 @@ class Profile:
     grad_clip: float = 1.0
     # bookkeeping
     eval_every: int = 50         # steps between validation passes
-    eval_batches: int = 8
+    # validation tokens per pass: one fixed sample of eval_tokens // seq_len sequences, the same for every run of
+    # the profile whatever its batch (`rev.training.loop.evaluate`), so two runs' validation losses compare
+    eval_tokens: int = 65_536
     ckpt_every: int = 200        # steps between checkpoints
-    # max-batch search on CPU: the byte budget a training step must fit in
+    # the byte budget a training step must fit in for the max-batch and depth searches: on a CPU the profile's
+    # `cpu_mem_budget`; on a GPU `gpu_mem_budget` (0: 90% of what the GPU can give), never more than the GPU can give
     cpu_mem_budget: int = 2 * 2**30
+    gpu_mem_budget: int = 0
+    # most measured probes one search may make (a batch, a depth): each probe is a real training step, seconds
+    # each at a large batch on a GPU; once they are spent the search returns the largest size that fitted
+    search_probes: int = 16
     # the max-batch runs (1b, 3, 3b) train on at least this many optimizer steps: their shared token budget
     # grows when the largest max batch would otherwise get fewer (`max_batch_tokens`); 0 keeps `train_tokens`
     max_batch_min_steps: int = 0
@@ -59,6 +66,11 @@ class Profile:
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
 
+    def gpu_budget(self, available: int) -> int:
+        """The memory searches' byte budget on a GPU that can give a training step `available` bytes: the profile's
+        `gpu_mem_budget`, never more than is available (all of it when the profile sets none)."""
+        return min(self.gpu_mem_budget, available) if self.gpu_mem_budget else available
+
     def model_config(self, trunk: str = "residual", n_layer: int | None = None, h: float | None = None,
                      stream: str = "fp32", **options) -> GPTConfig:
         """The model this profile trains with `trunk`: the profile's geometry (depth `n_layer` when given), step
@@ -74,7 +86,7 @@ PROFILES: dict[str, Profile] = {
         name="smoke", d_model=64, n_layer=2, n_head=2, seq_len=64, vocab_size=512,
         data_source="synthetic", data_name="synthetic-smoke", data_tokens=200_000,
         batch_size=8, train_tokens=40_960, lr=3e-3, min_lr=3e-4, warmup_tokens=4_096,
-        eval_every=20, eval_batches=2, ckpt_every=40, cpu_mem_budget=16 * 2**20, max_batch_min_steps=4,
+        eval_every=20, eval_tokens=1_024, ckpt_every=40, cpu_mem_budget=16 * 2**20, max_batch_min_steps=4,
         screening_fraction=0.25, screening_set="minimal", deep_max_layers=6, seeds=2,
     ),
     "cpu": Profile(
@@ -90,20 +102,36 @@ PROFILES: dict[str, Profile] = {
         # (800K left no room for runs 1 and 2 at two more seeds, ~320 s), 120 steps for the largest max batch (run
         # 1b at batch 4 then takes ~1,650), screening runs of 15% of the budget, at most 8 layers for the deep run
         # (10 took ~145 s).
-        eval_every=50, eval_batches=8, ckpt_every=200, cpu_mem_budget=48 * 2**20, max_batch_min_steps=120,
+        eval_every=50, eval_tokens=16_384, ckpt_every=200, cpu_mem_budget=48 * 2**20, max_batch_min_steps=120,
         screening_fraction=0.15, deep_max_layers=8, seeds=3,
     ),
     "t4": Profile(
         name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
         data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
-        batch_size=32, train_tokens=20_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=1_000_000,
-        eval_every=200, eval_batches=20, ckpt_every=500,
+        batch_size=32, train_tokens=15_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=1_000_000,
+        # A 1 GiB budget of the T4's 15, so run 3 sits where a larger batch can still pay. What a batch B buys is
+        # set by the gradient noise scale B_noise that notebook 06 measures at run 1's end (McCandlish et al.: the
+        # steps to a loss S = S_min (1 + B_noise / B), the tokens E = E_min (1 + B / B_noise)): up to about B_noise
+        # a step at B is worth nearly B / B1 of run 1's and costs at most twice the fewest tokens; far beyond it
+        # the extra sequences buy nothing. The noise scale measured so far (the cpu workbook, run 1's end) is 78
+        # sequences, 5x run 1's batch, after growing 20x from run 1's first weights; a T4 has not measured its
+        # own yet. The budget puts the reversible trunk's max batch at that same multiple of run 1's: the ledger
+        # predicts 174 sequences under fp16 autocast (5.4x; 116 on the fp64 stream, run 3b), where by that
+        # measurement a step is worth 3.1 of run 1's for 1.7x the tokens, and notebook 06 checks it against the
+        # T4's own measurement. The residual trunk fits 9 there (run 1b, below run 1's 32, as on cpu); without a
+        # budget, 13.5 GiB would give the reversible trunk ~3,600 sequences: 8 optimizer steps of 15M tokens, all
+        # warm-up. A Colab session sets the rest (`python -m rev plan --profile t4`: 2.9 h estimated on a T4):
+        # 15M tokens for runs 1, 2 and 4, 150 steps at least for the largest max batch (168 at 174), at most 16
+        # layers for the deep run (1.5x run 2's compute, 2.0x run 1's), screening runs of 15% of the budget, one
+        # seed, validation on 512 fixed sequences, at most 12 probes a search.
+        eval_every=100, eval_tokens=262_144, ckpt_every=200, gpu_mem_budget=1 * 2**30, max_batch_min_steps=150,
+        screening_fraction=0.15, deep_max_layers=16, search_probes=12,
     ),
     "full": Profile(
         name="full", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
         data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
         batch_size=32, train_tokens=50_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=2_000_000,
-        eval_every=250, eval_batches=40, ckpt_every=1000, seeds=3,
+        eval_every=250, eval_tokens=655_360, ckpt_every=1000, seeds=3,
     ),
 }
 

@@ -4,8 +4,12 @@ A notebook opened from its Colab badge (or copied anywhere on its own) starts in
 `parameters` cell names the repository (`REPO_URL`, `REPO_REF`, or a `BUNDLE_ZIP` from `python -m rev bundle`);
 the set-up cell right after it, `SETUP_CELL`, the same in every notebook, fetches and installs the code when
 `rev` does not import, and makes `RESULTS_DIR` / `DATA_DIR` absolute under the checkout, so relative defaults
-work from any working directory. It runs before `rev` exists, so it is plain Python and this module is only
-its source of truth (`add_setup_cell` puts it into a notebook; tests/book/test_colab.py keeps them equal).
+work from any working directory; on Colab it makes them absolute under `DRIVE_DIR` on Google Drive instead
+(mounting it), so a runtime reset that wipes /content keeps every finished run, checkpoint, notebook marker and the
+prepared data, and running again resumes (`rev.book.workbook`, `rev.training.loop`'s `resume="auto"`).
+`DRIVE_DIR = ""` keeps them in the checkout. It runs before `rev` exists, so it is plain Python and this module is
+only its source of truth (`add_setup_cell` puts it and the parameters it reads into a notebook, `update_notebooks`
+into every notebook; tests/book/test_colab.py keeps them equal).
 
 ``python -m rev badges --repo OWNER/NAME [--ref REF]`` rewrites every Colab badge and every `REPO_URL` /
 `REPO_REF` default (notebooks, colab/, README.md, colab/README.md): run it once after publishing a fork.
@@ -13,6 +17,7 @@ its source of truth (`add_setup_cell` puts it into a notebook; tests/book/test_c
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
@@ -39,15 +44,21 @@ import importlib.util, subprocess, sys, zipfile
 from importlib.metadata import version
 from pathlib import Path
 
+
+def mount_drive(path):  # Google Drive, mounted at the folder above MyDrive when a path on it is not there yet
+    parts = Path(path).parts
+    if "MyDrive" in parts and not Path(*parts[:parts.index("MyDrive") + 1]).is_dir():
+        from google.colab import drive
+        drive.mount(str(Path(*parts[:parts.index("MyDrive")])))
+
+
 spec = importlib.util.find_spec("rev")
 # the checkout: the one an installed rev comes from, else the folder we run in (or above it), else ./revbook
 places = ([Path(spec.origin).parents[1]] if spec else []) + [Path.cwd(), *Path.cwd().parents]
 ROOT = next((p for p in places if (p / "pyproject.toml").is_file() and (p / "rev").is_dir()), Path.cwd() / "revbook")
 if spec is None:
     if BUNDLE_ZIP and not ROOT.exists():  # a zip from `python -m rev bundle` (code + data) holds revbook/
-        if BUNDLE_ZIP.startswith("/content/drive"):
-            from google.colab import drive
-            drive.mount("/content/drive")
+        mount_drive(BUNDLE_ZIP)
         zipfile.ZipFile(BUNDLE_ZIP).extractall(ROOT.parent)
     elif not ROOT.exists():
         subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", REPO_REF, REPO_URL, str(ROOT)], check=True)
@@ -56,13 +67,22 @@ if spec is None:
                    check=True)
     sys.path.insert(0, str(ROOT))
     print(f"installed rev from {ROOT}")
-RESULTS_DIR, DATA_DIR = str(ROOT / RESULTS_DIR), str(ROOT / DATA_DIR)'''
+# on Colab the results and the prepared data live on Google Drive, where a runtime reset keeps them for a re-run
+HOME = Path(DRIVE_DIR) if DRIVE_DIR and "google.colab" in sys.modules else ROOT
+if HOME != ROOT:
+    mount_drive(DRIVE_DIR)
+    print(f"results and data on Google Drive: {HOME} (DRIVE_DIR = '' keeps them in {ROOT})")
+RESULTS_DIR, DATA_DIR = str(HOME / RESULTS_DIR), str(HOME / DATA_DIR)'''
 
 # the parameters every notebook's first cell ends with (comments kept by `badges`, which rewrites only values)
 REPO_PARAMETERS = '''\
 REPO_URL = "{url}"  # where the set-up cell fetches the code from
 REPO_REF = "{ref}"  # its branch or tag
 BUNDLE_ZIP = ""  # or a zip made by `python -m rev bundle` (say on Google Drive) to use instead'''
+# where the results and data go on Colab (the set-up cell mounts Google Drive); a line of its own, added after the
+# repository's to parameters cells written before it
+DRIVE_PARAMETER = 'DRIVE_DIR = "/content/drive/MyDrive/revbook"  # on Colab: results and data here, kept across resets; "" keeps them local'
+_DRIVE = re.compile(r"^DRIVE_DIR = ", re.M)
 
 DEFAULT_REPO, DEFAULT_REF = "revbook/revbook", "main"
 _BADGE = re.compile(r"https://colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w.-]+)/([\w./-]+\.ipynb)")
@@ -99,6 +119,8 @@ def add_setup_cell(nb: nbformat.NotebookNode, repo: str = DEFAULT_REPO, ref: str
         url = _URL.search(params.source)
         params.source = re.sub(r"^REPO_URL = .*\n?", "", params.source, flags=re.M).rstrip("\n") + "\n" + \
             REPO_PARAMETERS.format(url=url.group(2) if url else repo_url(repo), ref=ref)
+    if not _DRIVE.search(params.source):
+        params.source = params.source.rstrip("\n") + "\n" + DRIVE_PARAMETER
     changed = params.source != before
     second = code_cells(nb)[1]
     if any(line in SETUP_CELL.splitlines()[:2] for line in second.source.splitlines()[:1]):
@@ -110,6 +132,28 @@ def add_setup_cell(nb: nbformat.NotebookNode, repo: str = DEFAULT_REPO, ref: str
         changed = True
     changed |= {k: second.metadata.get(k) for k in SETUP_METADATA} != SETUP_METADATA
     second.metadata.update(SETUP_METADATA)
+    return changed
+
+
+def update_notebooks(root: Path = ROOT) -> list[Path]:
+    """`add_setup_cell` on every notebook under `root` (the workbook's and colab/'s), keeping each one's repository;
+    returns the notebooks changed. After editing `SETUP_CELL` or the parameters it reads, run it once and commit."""
+    changed = []
+    for path in notebook_paths(root):
+        text = path.read_text()
+        nb = nbformat.reads(text, as_version=4)
+        if not add_setup_cell(nb):
+            continue
+        # the two cells patched into the file as it is: nbformat's own writer would also give every cell without
+        # an id a random one, a diff of noise in each notebook
+        raw = json.loads(text)
+        if len(raw["cells"]) < len(nb.cells):       # a set-up cell inserted: the file takes nbformat's cells
+            raw["cells"] = json.loads(nbformat.writes(nb))["cells"]
+        for own, cell in zip((c for c in raw["cells"] if c["cell_type"] == "code"), code_cells(nb)[:2]):
+            own["source"] = cell.source.splitlines(keepends=True)
+            own["metadata"] = dict(cell.metadata)
+        write_text(path, json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
+        changed.append(path)
     return changed
 
 

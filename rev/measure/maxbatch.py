@@ -36,9 +36,10 @@ from ..base.progress import tqdm
 from .bench import run_label, step_peak
 from ..base.cli import device_arg, file_arg, positive_float, positive_int
 from ..base.device import amp_dtype, pick_device
+from .ledger import static_bytes
 from .memory import MemoryLine
 from ..core.loss import LOSS_HEADS
-from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, pos_chunk_arg
+from ..core.model import TRUNKS, GPTConfig, batch_slice_arg, pos_chunk_arg
 from ..core.streams import STREAMS
 from ..base.profiles import get_profile
 from ..base.files import write_json
@@ -97,13 +98,6 @@ class MaxDepth:
         return {"trunk": self.trunk, "batch": self.batch, "budget_bytes": self.budget_bytes,
                 "probes": [vars(p) for p in self.probes],
                 "n_layer": self.n_layer, "max_layers": self.max_layers}
-
-
-def static_bytes(cfg: GPTConfig) -> int:
-    """Parameters + gradients + two Adam moments, in fp32: the floor any batch needs."""
-    with torch.device("meta"):
-        n = GPT(cfg).n_params()
-    return 16 * n
 
 
 # How running out of memory is reported: CUDA's caching allocator raises torch.OutOfMemoryError; an allocation made
@@ -204,8 +198,9 @@ def check_budget(budget_bytes: int, dev: torch.device) -> None:
 
 
 def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record: Callable, start: int,
-            limit: int, progress: bool, gallop: bool = False) -> int:
-    """`largest_fitting` over measured probes, each recorded by `record(n, peak, fits)`, with a progress bar."""
+            limit: int, progress: bool, gallop: bool = False, max_probes: int | None = None) -> int:
+    """`largest_fitting` over measured probes (at most `max_probes`), each recorded by `record(n, peak, fits)`, with
+    a progress bar."""
     bar = tqdm(desc=desc, disable=not progress, bar_format="{desc}: {n_fmt} probes{postfix} [{elapsed}]")
 
     def test(n: int) -> bool:
@@ -215,7 +210,7 @@ def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record
         bar.set_postfix(n=n, peak_MiB=None if peak is None else round(peak / 2**20), fits=fits)
         return fits
 
-    found = largest_fitting(test, max(1, start), limit, gallop)
+    found = largest_fitting(test, max(1, start), limit, gallop, max_probes)
     bar.set_postfix_str(f"largest fitting batch {found}")   # the saved last state is the result, not the last probe
     bar.close()
     return found
@@ -223,8 +218,9 @@ def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record
 
 def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str = "auto", precision: str = "auto",
                    start: int = 1, limit: int = 1 << 16, progress: bool = True, cuda_fraction: float = 0.9,
-                   guess: bool = False) -> MaxBatch:
-    """Largest batch in [1, limit] whose measured step peak is <= budget (see module docstring). With `guess`,
+                   guess: bool = False, max_probes: int | None = None) -> MaxBatch:
+    """Largest batch in [1, limit] whose measured step peak is <= budget (see module docstring), in at most
+    `max_probes` measured probes when given (`largest_fitting`: then the largest batch that fitted). With `guess`,
     the steps at `start` and `2 * start` are measured first and the search gallops from the batch their straight
     line predicts (`MemoryLine.max_batch`): a few probes near the answer instead of doubling up to it, which saves
     most of the time where each probe at a large batch takes minutes (a CPU at the full geometry)."""
@@ -247,7 +243,8 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
     measure = lambda b: _measure(probe_cfg, b, dev, dtype, budget_bytes)  # noqa: E731
     if guess:
         start = _line_guess(measure, record, max(1, start), limit, budget_bytes)
-    result.batch = _search(f"max batch {cfg.trunk}", measure, record, start, limit, progress, gallop=guess)
+    result.batch = _search(f"max batch {cfg.trunk}", measure, record, start, limit, progress, gallop=guess,
+                           max_probes=max_probes)
     if result.batch == 0:
         raise ValueError(f"not even batch 1 fits in {budget_bytes / 2**20:.1f} MiB for trunk {cfg.trunk!r}")
     result.slicing = measured_slices(cfg, result.batch, dev, dtype, budget_bytes)
@@ -272,9 +269,10 @@ def _line_guess(measure: Callable[[int], tuple[int | None, bool]], record: Calla
 
 
 def find_max_depth(cfg: GPTConfig, batch: int, budget_bytes: int, max_layers: int, device: str = "auto",
-                   precision: str = "auto", progress: bool = True) -> MaxDepth:
+                   precision: str = "auto", progress: bool = True, max_probes: int | None = None) -> MaxDepth:
     """Deepest `cfg` (up to `max_layers`, starting from `cfg.n_layer`) whose training step at `batch` fits
-    `budget_bytes`: the same doubling + bisection, on the layer count. `n_layer` is 0 when not even one fits."""
+    `budget_bytes`: the same doubling + bisection, on the layer count, in at most `max_probes` probes when given.
+    `n_layer` is 0 when not even one fits."""
     dev = pick_device(device)
     dtype = amp_dtype(dev, precision)
     check_budget(budget_bytes, dev)
@@ -282,7 +280,7 @@ def find_max_depth(cfg: GPTConfig, batch: int, budget_bytes: int, max_layers: in
     measure = lambda n: _measure(dataclasses.replace(cfg, n_layer=n), batch, dev, dtype, budget_bytes)  # noqa: E731
     result.n_layer = _search(f"deepest {cfg.trunk}", measure,
                              lambda n, peak, fits: result.probes.append(DepthProbe(n, peak, fits)),
-                             cfg.n_layer, max_layers, progress)
+                             cfg.n_layer, max_layers, progress, max_probes=max_probes)
     return result
 
 
@@ -298,7 +296,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="auto")
     p.add_argument("--trunk", nargs="+", default=["residual", "reveuler_rev"], choices=list(TRUNKS))
     p.add_argument("--budget-mib", type=positive_float,
-                   help="memory budget (default: the profile's on CPU, 90%% of free on CUDA)")
+                   help="memory budget (default: the profile's; on CUDA at most 90%% of what the GPU can give)")
     p.add_argument("--n-layer", type=positive_int)
     p.add_argument("--loss-head", default="fused", choices=list(LOSS_HEADS), help="loss head (see rev.core.loss)")
     p.add_argument("--pos-chunk", type=pos_chunk_arg, default="auto",
@@ -320,7 +318,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     prof = get_profile(args.profile)
     dev = pick_device(args.device)
-    budget = int(args.budget_mib * 2**20) if args.budget_mib else (None if dev.type == "cuda" else prof.cpu_mem_budget)
+    budget = int(args.budget_mib * 2**20) if args.budget_mib else (
+        prof.gpu_budget(cuda_budget(dev)) if dev.type == "cuda" else prof.cpu_mem_budget)
     results = {}
     for trunk in args.trunk:
         try:
@@ -329,7 +328,8 @@ def run_cli(args: argparse.Namespace) -> int:
             cfg = prof.model_config(trunk, args.n_layer, stream=stream, loss_head=args.loss_head,
                                     pos_chunk=args.pos_chunk, batch_slice=args.batch_slice,
                                     split_heads=args.split_heads)
-            r = find_max_batch(cfg, budget, args.device, args.precision, start=args.start, guess=args.guess)
+            r = find_max_batch(cfg, budget, args.device, args.precision, start=args.start, guess=args.guess,
+                               max_probes=prof.search_probes)
         except ValueError as e:
             raise SystemExit(f"error: {e}")
         results[trunk] = r.to_dict() | {"config": cfg.to_dict()}

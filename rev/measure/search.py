@@ -6,13 +6,19 @@ from __future__ import annotations
 from typing import Callable
 
 
-def largest_fitting(fits: Callable[[int], bool], start: int, limit: int, gallop: bool = False) -> int:
+def largest_fitting(fits: Callable[[int], bool], start: int, limit: int, gallop: bool = False,
+                    max_probes: int | None = None) -> int:
     """Largest n in [1, limit] with fits(n), assuming fits is monotone (true up to some n, false after):
     double from `start` until a miss (or bisect below `start` if it already misses), then bisect.
 
     With `gallop`, `start` is a guess thought to be close (a memory line's prediction): steps of 1, 2, 4, ...
     away from it, up while probes fit or down while they miss, then bisection; two probes when the guess is
-    right, about 2 log2(error) when it is off."""
+    right, about 2 log2(error) when it is off.
+
+    With `max_probes`, `fits` is called at most that many times: once they are spent, every further size counts
+    as a miss without being tried, so the answer is the largest size that fitted (never one that was not tried)."""
+    if max_probes is not None:
+        fits = _at_most(fits, max_probes)
     lo, hi = 0, limit + 1          # invariant: lo fits (0 = none known), hi does not
     n = min(start, limit)
     if gallop:
@@ -54,3 +60,18 @@ def _gallop(fits: Callable[[int], bool], n: int, limit: int) -> tuple[int, int]:
             return nxt, hi
         hi, step = nxt, 2 * step
     return 0, hi
+
+
+def _at_most(fits: Callable[[int], bool], probes: int) -> Callable[[int], bool]:
+    """`fits` for its first `probes` calls, then False without calling it."""
+    if probes < 1:
+        raise ValueError(f"max_probes must be >= 1, got {probes}")
+    left = [probes]
+
+    def bounded(n: int) -> bool:
+        if left[0] == 0:
+            return False
+        left[0] -= 1
+        return fits(n)
+
+    return bounded

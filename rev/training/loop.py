@@ -85,7 +85,7 @@ class TrainConfig:
     device: str = "auto"
     precision: str = "auto"                  # auto: bf16 on capability >= 8, fp16+GradScaler below, fp32 on CPU
     eval_every: int | None = None
-    eval_batches: int | None = None
+    eval_tokens: int | None = None           # validation tokens per pass (default the profile's)
     ckpt_every: int | None = None
     resume: bool | str = False               # True: continue ckpt.pt; "auto": reuse / continue / start
     recon_threshold: float = RECON_LIMIT     # warn above this relative reconstruction error
@@ -111,7 +111,7 @@ class Plan:
     lr: float
     min_lr: float
     eval_every: int
-    eval_batches: int
+    eval_tokens: int
     ckpt_every: int
     out_dir: Path
     data_dir: Path
@@ -127,7 +127,7 @@ def run_key(cfg: TrainConfig, plan: Plan, dtype: torch.dtype | None) -> dict:
     key = {"model": plan.model.to_dict(), "profile": asdict(plan.profile), "batch_size": plan.batch_size,
            "data": profile_folder(plan.profile, plan.data_dir).name,
            "steps": plan.steps, "warmup_steps": plan.warmup_steps, "lr": plan.lr, "min_lr": plan.min_lr,
-           "eval_every": plan.eval_every, "eval_batches": plan.eval_batches, "seed": cfg.seed,
+           "eval_every": plan.eval_every, "eval_tokens": plan.eval_tokens, "seed": cfg.seed,
            "compute": "fp32" if dtype is None else str(dtype).replace("torch.", "")}
     return json.loads(json.dumps(key))
 
@@ -153,7 +153,7 @@ def plan_run(cfg: TrainConfig) -> Plan:
     out = Path(cfg.out_dir) if cfg.out_dir is not None else Path("results") / prof.name / cfg.trunk
     return Plan(prof, model, batch, steps, warmup_steps(prof.warmup_tokens, per_step, steps, cfg.warmup_floor), lr,
                 prof.min_lr * lr / prof.lr, cfg.eval_every or prof.eval_every,
-                cfg.eval_batches or prof.eval_batches, cfg.ckpt_every or prof.ckpt_every, out,
+                cfg.eval_tokens or prof.eval_tokens, cfg.ckpt_every or prof.ckpt_every, out,
                 Path(cfg.data_dir))
 
 
@@ -252,23 +252,40 @@ def load_model(run_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
 
 # --- evaluation ----------------------------------------------------------------------------------------
 
+EVAL_SEED = 1234   # the validation sample's generator: one sample for every run, every call
+
+
+def eval_sample(data, eval_tokens: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The validation sample every run of a profile is scored on: `eval_tokens // seq_len` sequences (at least one)
+    drawn from the validation split by a generator of its own, so it depends on neither the run's batch nor its
+    seed."""
+    return data.get_batch("val", max(1, eval_tokens // seq_len), seq_len, torch.Generator().manual_seed(EVAL_SEED))
+
+
 @torch.no_grad()
 def evaluate(model: GPT, data, plan: Plan, device: torch.device, dtype, rank: int = 0, world: int = 1) -> float:
-    """Mean validation loss over a fixed set of batches (the same every call)."""
+    """Mean validation loss per token on `eval_sample` (the same every call and every run), evaluated in pieces of
+    at most the run's batch (a forward pass at the batch a training step fits): the pieces change how the sum is
+    rounded, never what is summed. Under torchrun each process scores every `world`-th piece."""
     model.eval()
-    gen = torch.Generator().manual_seed(1234)
-    losses = []
-    for _ in range(plan.eval_batches):
-        x, y = data.get_batch("val", plan.batch_size, plan.model.seq_len, gen)
-        x, y = _slice(x, rank, world).to(device), _slice(y, rank, world).to(device)
+    x, y = eval_sample(data, plan.eval_tokens, plan.model.seq_len)
+    piece = max(1, plan.batch_size // world)
+    losses, counts = [], []
+    for i in range(rank * piece, x.size(0), world * piece):
+        xs, ys = x[i:i + piece].to(device), y[i:i + piece].to(device)
         with autocast(device, dtype):
-            losses.append(model(x, y).float())
-    loss = torch.stack(losses).mean()
+            losses.append(model(xs, ys).float())
+        counts.append(ys.numel())
+    # a token-weighted mean of the pieces' means (the last piece may be shorter), in one reduction; a process with
+    # no piece (more processes than pieces) adds nothing
+    counts_t = torch.tensor(counts or [0.0], dtype=torch.float32, device=device)
+    total = (torch.stack(losses or [torch.zeros((), device=device)]) * counts_t).sum()
+    count = counts_t.sum()
     if world > 1:
-        dist.all_reduce(loss)
-        loss /= world
+        dist.all_reduce(total)
+        dist.all_reduce(count)
     model.train()
-    return float(loss)
+    return float(total / count)
 
 
 def _slice(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:

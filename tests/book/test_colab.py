@@ -15,6 +15,7 @@ import nbformat
 import pandas as pd
 import pytest
 
+from fake_colab import FAKE_DRIVE_ENV, driver_cells, fake_google_colab
 from rev.book import colab
 from rev.chapters.report.writer import corpus_used
 from rev.data.corpus import prepare_stand_in, profile_folder, stand_in_name
@@ -70,6 +71,37 @@ def test_setup_cell_resolves_the_folders_from_any_working_directory(path, tmp_pa
     assert (ns["RESULTS_DIR"], ns["DATA_DIR"]) == (str(tmp_path / "r"), "/abs/d")
 
 
+def test_on_colab_the_set_up_cell_keeps_results_and_data_on_drive(tmp_path, monkeypatch):
+    """Colab (google.colab imported): the folders go under DRIVE_DIR, Drive mounted once at the folder above
+    MyDrive; DRIVE_DIR = "" keeps them in the checkout, as does any machine that is not Colab; folders given whole
+    (what the workbook passes each notebook) stay as they are."""
+    import importlib
+
+    monkeypatch.setenv(FAKE_DRIVE_ENV, str(tmp_path / "cloud"))
+    (tmp_path / "cloud").mkdir()
+    monkeypatch.syspath_prepend(str(fake_google_colab(tmp_path / "site")))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.delitem(sys.modules, "google.colab.drive", raising=False)
+    params, setup = _params_and_setup(NOTEBOOKS[0])
+    drive_dir = tmp_path / "content" / "drive" / "MyDrive" / "revbook"
+    assert not (tmp_path / "content" / "drive").exists()
+
+    ns = _run_cells(params.source, setup.source, tmp_path, DRIVE_DIR=str(drive_dir))     # not Colab
+    assert (ns["RESULTS_DIR"], ns["DATA_DIR"]) == (str(ROOT / "results"), str(ROOT / "data"))
+    importlib.import_module("google.colab")                                          # Colab
+    mounts = importlib.import_module("google.colab.drive").mounts
+    for _ in range(2):                                                               # a second cell: mounted already
+        ns = _run_cells(params.source, setup.source, tmp_path, DRIVE_DIR=str(drive_dir))
+        assert (ns["RESULTS_DIR"], ns["DATA_DIR"]) == (str(drive_dir / "results"), str(drive_dir / "data"))
+    assert mounts == [str(tmp_path / "content" / "drive")]
+    assert (tmp_path / "content" / "drive" / "MyDrive").resolve() == (tmp_path / "cloud").resolve()
+    ns = _run_cells(params.source, setup.source, tmp_path, DRIVE_DIR="")              # kept local
+    assert ns["RESULTS_DIR"] == str(ROOT / "results")
+    ns = _run_cells(params.source, setup.source, tmp_path, DRIVE_DIR=str(drive_dir), RESULTS_DIR="/abs/r")
+    assert ns["RESULTS_DIR"] == "/abs/r" and ns["DATA_DIR"] == str(drive_dir / "data")
+    assert 'DRIVE_DIR = "/content/drive/MyDrive/revbook"' in params.source      # the default: Colab's Drive
+
+
 def test_add_setup_cell_is_idempotent_and_converts_an_old_notebook():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# t"),
@@ -79,7 +111,7 @@ def test_add_setup_cell_is_idempotent_and_converts_an_old_notebook():
     params, setup, rest = colab.code_cells(nb)
     assert setup.source == colab.SETUP_CELL and rest.source == "import rev"
     assert 'REPO_URL = "https://github.com/me/fork"' in params.source and 'REPO_REF = "dev"' in params.source
-    assert '"../' not in params.source
+    assert '"../' not in params.source and colab.DRIVE_PARAMETER in params.source
     assert not colab.add_setup_cell(nb), "a second pass changed the notebook again"
     assert len(colab.code_cells(nb)) == 3
 
@@ -121,6 +153,22 @@ def test_badges_rewrites_every_place_and_they_agree(tmp_path):
     assert len({w for _, _, w in colab.references(root)}) == 2
     with pytest.raises(ValueError, match="OWNER/NAME"):
         colab.rewrite("not-a-repo", root=root)
+
+
+def test_update_notebooks_changes_only_the_two_cells_of_the_notebooks_behind(tmp_path):
+    root = _copy_tree(tmp_path)
+    assert colab.update_notebooks(root) == []                      # the committed notebooks are up to date
+    old = root / "notebooks" / "04_run1_baseline.ipynb"
+    before = json.loads(old.read_text())
+    params = next(c for c in before["cells"] if c["cell_type"] == "code")
+    params["source"] = [line for line in params["source"] if not line.startswith("DRIVE_DIR")]
+    params["source"][-1] = params["source"][-1].rstrip("\n")
+    old.write_text(json.dumps(before, indent=1, ensure_ascii=False) + "\n")
+    assert colab.update_notebooks(root) == [old]
+    after = json.loads(old.read_text())
+    assert colab.DRIVE_PARAMETER in "".join(next(c for c in after["cells"] if c["cell_type"] == "code")["source"])
+    assert [c for c in after["cells"][2:]] == [c for c in before["cells"][2:]]   # the rest as it was, ids included
+    assert old.read_text() == (ROOT / "notebooks" / old.name).read_text()
 
 
 def test_badges_command_is_registered():
@@ -209,8 +257,7 @@ def _simulated_colab(tmp: Path) -> tuple[Path, dict, Path]:
     (site / "torch" / "__init__.py").write_text(
         f"__version__ = {COLAB_INSTALLED['torch']!r}\n\n\nclass cuda:\n    @staticmethod\n"
         f"    def is_available():\n        return False\n")
-    (site / "google" / "colab").mkdir(parents=True)
-    (site / "google" / "colab" / "__init__.py").write_text("")
+    fake_google_colab(site)
     index = tmp / "index"
     index.mkdir()
     for name, version, requires in INDEX:
@@ -237,12 +284,6 @@ def _bundle(tmp: Path) -> Path:
     return out
 
 
-def _driver_cells(*ids: str) -> list[str]:
-    """The sources of the driver's cells with these ids."""
-    cells = {c.get("id"): c.source for c in nbformat.read(ROOT / "colab" / "revbook_colab.ipynb", as_version=4).cells}
-    return [cells[i] for i in ids]
-
-
 VERSIONS = "import json; from importlib.metadata import version; print(json.dumps({n: version(n) for n in %r}))"
 
 
@@ -250,16 +291,20 @@ VERSIONS = "import json; from importlib.metadata import version; print(json.dump
 def test_in_a_simulated_colab_the_set_up_and_the_driver_keep_colabs_torch_and_kernel(tmp_path):
     py, env, content = _simulated_colab(tmp_path)
     # the parameters; where are we (IN_COLAB, torch), `sh`, the install (the set-up cell runs from rev.book.colab)
-    params, *driver = _driver_cells("colab-01", "colab-03", "colab-04", "colab-08")
+    params, *driver = driver_cells("colab-01", "colab-03", "colab-04", "colab-08")
     script = tmp_path / "kernel.py"
+    drive = content / "drive" / "MyDrive" / "revbook"
+    (tmp_path / "cloud").mkdir()
+    env[FAKE_DRIVE_ENV] = str(tmp_path / "cloud")
     script.write_text("\n\n".join([
         "import google.colab  # Colab's kernel has it imported",
-        params, f"BUNDLE_ZIP = {str(_bundle(tmp_path))!r}", colab.SETUP_CELL,
+        params, f"BUNDLE_ZIP = {str(_bundle(tmp_path))!r}", f"DRIVE_DIR = {str(drive)!r}", colab.SETUP_CELL,
         f"print('after set-up', {{n: __import__('importlib.metadata').metadata.version(n) for n in {KERNEL!r}}})",
         *driver]))
     run = subprocess.run([py, str(script)], cwd=content, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"the set-up or the install failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     assert f"installed rev from {content / 'revbook'}" in run.stdout and "IN_COLAB" not in run.stderr
+    assert f"Mounted at {content / 'drive'}" in run.stdout and f"results and data on Google Drive: {drive}" in run.stdout
     kept = {n: COLAB_INSTALLED[n] for n in KERNEL}
     assert f"after set-up {kept}" in run.stdout, "the set-up cell changed Colab's packages"
     after = json.loads(_sh(py, "-c", VERSIONS % (KERNEL + ("papermill", "pytest", "datasets", "rev"),), env=env).stdout)

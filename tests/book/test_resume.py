@@ -1,15 +1,19 @@
 """A workbook that survives interruptions: `train(resume="auto")` starts, continues or reuses a run; the
-workbook skips notebooks whose marker says they completed with the same source and parameters; and a smoke
-workbook killed in the middle of run 1 picks up where it stopped, with the losses of an uninterrupted run."""
+workbook skips notebooks whose marker says they completed with the same source and parameters; and on a simulated
+Colab a smoke workbook killed in the middle of run 1, its runtime reset but its Google Drive kept, picks up where it
+stopped, with the losses of an uninterrupted run, and retrains nothing after."""
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fake_colab import FAKE_DRIVE_ENV, driver_cells, fake_google_colab
+from rev.book.colab import ROOT, SETUP_CELL
 from rev.book.workbook import completed, marker_path
 from rev.base.files import write_json
 from rev.base.profiles import get_profile
@@ -68,39 +72,87 @@ def test_marker_matches_only_the_same_source_and_parameters(tmp_path):
     assert not completed(marker, src, params)                              # damaged marker: run again
 
 
-def _workbook(tmp: Path, data_dir: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rev", "workbook", "--profile", "smoke", "--only", "00_setup", "04_run1_baseline",
-           "--out", str(tmp / "build"), "--results", str(tmp / "results"), "--data-dir", str(data_dir)]
-    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=1200)
+# --- a Colab session, reset, and the next one ------------------------------------------------------------------
+
+NOTEBOOKS = ("00_setup", "04_run1_baseline")
+
+
+def _colab_session(tmp: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """One Colab session on a fresh runtime: /content (`tmp/content`) starts empty but for a checkout of this tree,
+    Google Drive (`tmp/drive-cloud`) keeps what earlier sessions put there. The kernel runs the driver's own cells:
+    its parameters, the set-up cell (which mounts Drive and puts the results and data there), `sh`, and the
+    sequence cell (the plan, then the workbook), on the smoke profile and the notebooks `NOTEBOOKS`."""
+    content = tmp / "content"
+    if content.exists():
+        shutil.rmtree(content)               # a runtime reset: the checkout, the build folder and the mount go
+    checkout = content / "revbook"
+    for rel in ("rev", "notebooks"):
+        shutil.copytree(ROOT / rel, checkout / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", checkout)
+    cells = driver_cells("colab-01", "colab-04", "colab-15")
+    script = tmp / "kernel.py"
+    script.write_text("\n\n".join([
+        "import google.colab  # Colab's kernel has it imported",
+        cells[0], f"DRIVE_DIR = {str(content / 'drive' / 'MyDrive' / 'revbook')!r}", f"ONLY = {' '.join(NOTEBOOKS)!r}",
+        SETUP_CELL, "import os, subprocess, sys\nfrom pathlib import Path", cells[1],
+        "profile, run_sequence, results = 'smoke', True, ROOT / RESULTS_DIR\nos.chdir(ROOT)", cells[2]]))
+    env = {**os.environ, **(env or {}), FAKE_DRIVE_ENV: str(tmp / "drive-cloud"),
+           "PYTHONPATH": os.pathsep.join([str(checkout), str(tmp / "colab-site")])}
+    return subprocess.run([sys.executable, str(script)], cwd=content, capture_output=True, text=True, env=env,
+                          timeout=1200)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.slow
-def test_interrupted_workbook_continues_where_it_stopped(data_dir, tmp_path):
-    """Run 00 then 04 and kill the kernel (SIGKILL, as a disconnect would) right after run 1's first
-    checkpoint; the second call must skip 00 and finish run 1 from that checkpoint, with the losses of an
-    uninterrupted run of the same settings."""
-    run1 = tmp_path / "results" / "smoke" / "run1_baseline"
-    first = _workbook(tmp_path, data_dir, {"REV_KILL_AFTER_CHECKPOINT": "run1_baseline"})
-    assert first.returncode != 0 and "kernel died" in first.stderr, first.stdout[-2000:] + first.stderr[-2000:]
-    setup_marker = marker_path(tmp_path / "results", "smoke", "00_setup")
-    assert setup_marker.exists() and not marker_path(tmp_path / "results", "smoke", "04_run1_baseline").exists()
-    assert (run1 / "ckpt.pt").exists() and not (run1 / "summary.json").exists()
-    assert len(logged_losses(run1)) == SMOKE.ckpt_every   # killed right after the checkpoint at step 40 of 80
-    marker_text = setup_marker.read_text()
+def test_a_colab_workbook_on_drive_survives_a_runtime_reset_and_retrains_nothing(tmp_path):
+    """Session 1 runs 00 (the data goes to Drive) and 04, and dies right after run 1's first checkpoint (SIGKILL, as
+    a disconnect). The runtime is reset: /content, the checkout with it, is wiped; Drive is kept. Session 2, from a
+    fresh checkout, skips 00, prepares no data and continues run 1 from that checkpoint, with the losses of an
+    uninterrupted run. After another reset, session 3 finds both notebooks done and changes nothing; notebook 04
+    run once more (its marker gone) reuses the finished run instead of training it."""
+    (tmp_path / "drive-cloud").mkdir()
+    fake_google_colab(tmp_path / "colab-site")
+    drive = tmp_path / "drive-cloud" / "revbook"
+    results, run1 = drive / "results", drive / "results" / "smoke" / "run1_baseline"
 
-    second = _workbook(tmp_path, data_dir)
-    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    first = _colab_session(tmp_path, {"REV_KILL_AFTER_CHECKPOINT": "run1_baseline"})
+    assert first.returncode != 0 and "kernel died" in first.stdout, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "results and data on Google Drive" in first.stdout
+    assert first.stdout.index("estimated T4 time") < first.stdout.index("00_setup (profile smoke)")  # the plan first
+    assert (drive / "data" / SMOKE.data_name / "meta.json").is_file(), "the prepared data is not on Drive"
+    setup_marker = marker_path(results, "smoke", "00_setup")
+    assert setup_marker.exists() and not marker_path(results, "smoke", "04_run1_baseline").exists()
+    assert (run1 / "ckpt.pt").exists() and not (run1 / "summary.json").exists()
+    assert len(logged_losses(run1)) == SMOKE.ckpt_every  # killed right after the checkpoint at step 40 of 80
+    data_before, marker_text = _files(drive / "data"), setup_marker.read_text()
+
+    second = _colab_session(tmp_path)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "00_setup: completed before" in second.stdout and setup_marker.read_text() == marker_text
-    executed = (tmp_path / "build" / "notebooks" / "04_run1_baseline.ipynb").read_text()
-    assert f"from its checkpoint at step {SMOKE.ckpt_every} of" in executed
+    assert _files(drive / "data") == data_before, "the data was prepared again"
+    executed = (tmp_path / "content" / "revbook" / "build" / "smoke" / "notebooks" / "04_run1_baseline.ipynb")
+    assert f"from its checkpoint at step {SMOKE.ckpt_every} of" in executed.read_text()
 
     ref = tmp_path / "reference"
     subprocess.run([sys.executable, "-m", "rev", "train", "--profile", "smoke", "--trunk", "residual", "--out",
-                    str(ref), "--data-dir", str(data_dir), "--no-progress"], check=True, capture_output=True)
+                    str(ref), "--data-dir", str(drive / "data"), "--no-progress"], check=True, capture_output=True)
     assert logged_losses(run1) == logged_losses(ref)
     got, want = (json.loads((d / "summary.json").read_text()) for d in (run1, ref))
     for key in ("steps", "final_train_loss", "final_val_loss"):
         assert got[key] == want[key], key
+
+    finished = _files(run1)
+    third = _colab_session(tmp_path)
+    assert third.returncode == 0 and all(f"{n}: completed before" in third.stdout for n in NOTEBOOKS), third.stdout
+    assert _files(run1) == finished
+    marker_path(results, "smoke", "04_run1_baseline").unlink()     # 04 must run again: its run is there, finished
+    fourth = _colab_session(tmp_path)
+    assert fourth.returncode == 0, fourth.stdout[-3000:] + fourth.stderr[-3000:]
+    executed = (tmp_path / "content" / "revbook" / "build" / "smoke" / "notebooks" / "04_run1_baseline.ipynb")
+    assert "reusing the finished run" in executed.read_text() and _files(run1) == finished
 
 
 def test_the_parameters_cell_names_folders_inside_the_checkout_relative_to_it(tmp_path):

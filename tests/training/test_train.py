@@ -14,7 +14,8 @@ from rev.measure.maxbatch import (DepthProbe, MemoryLine, find_max_batch, find_m
 from rev.core.model import GPT, TRUNKS
 from rev.base.profiles import get_profile
 from rev.core.optim import lr_at
-from rev.training.loop import TrainConfig, TrainingDiverged, load_model, plan_run, train
+from rev.data.tokens import load
+from rev.training.loop import TrainConfig, TrainingDiverged, eval_sample, evaluate, load_model, plan_run, train
 
 SMOKE = get_profile("smoke")
 ONE_BATCH = SMOKE.batch_size * SMOKE.seq_len
@@ -55,6 +56,40 @@ def test_resume_after_kill_is_exact(data_dir, tmp_path):
     for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(p, q), name
     assert _losses(tmp_path / "whole") == _losses(tmp_path / "cut")
+
+
+def _evaluated(data_dir: Path, batch: int, eval_tokens: int = SMOKE.eval_tokens) -> float:
+    torch.manual_seed(0)
+    model = GPT(SMOKE.model_config("residual"))
+    plan = plan_run(_cfg(data_dir, None, batch_size=batch, eval_tokens=eval_tokens))
+    return evaluate(model, load(data_dir / SMOKE.data_name), plan, torch.device("cpu"), None)
+
+
+def test_every_run_is_evaluated_on_one_fixed_sample_whatever_its_batch(data_dir):
+    data = load(data_dir / SMOKE.data_name)
+    x, _ = eval_sample(data, SMOKE.eval_tokens, SMOKE.seq_len)
+    assert x.shape == (SMOKE.eval_tokens // SMOKE.seq_len, SMOKE.seq_len)
+    assert torch.equal(x, eval_sample(data, SMOKE.eval_tokens, SMOKE.seq_len)[0])
+    # the run's batch only cuts the sample into pieces (3 leaves a shorter last piece, weighted by its tokens):
+    # the loss is the same to rounding; a sample drawn per batch, or the pieces' unweighted mean, is not
+    whole = _evaluated(data_dir, batch=16)
+    for batch in (1, 3, 8, 40):
+        assert _evaluated(data_dir, batch) == pytest.approx(whole, rel=1e-6), batch
+    assert _evaluated(data_dir, 16, eval_tokens=SMOKE.eval_tokens // 2) != pytest.approx(whole, rel=1e-4)
+
+
+def test_evaluation_at_the_profiles_batch_is_the_per_batch_mean_it_was(data_dir):
+    """At the profile's batch (a power of two) the fixed sample is the batches the old evaluation drew, and the
+    weighted mean rounds as their plain mean did: smoke and cpu runs at their profile's batch keep their numbers."""
+    torch.manual_seed(0)
+    model = GPT(SMOKE.model_config("residual"))
+    data = load(data_dir / SMOKE.data_name)
+    plan = plan_run(_cfg(data_dir, None))
+    gen = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        old = torch.stack([model(*data.get_batch("val", SMOKE.batch_size, SMOKE.seq_len, gen)).float()
+                           for _ in range(SMOKE.eval_tokens // ONE_BATCH)]).mean()
+    assert evaluate(model, data, plan, torch.device("cpu"), None) == float(old)
 
 
 def test_lr_at_step_is_a_function_of_the_step_alone(data_dir, tmp_path):
@@ -105,6 +140,25 @@ def test_memory_line_predicts_the_measured_max_batch():
 @pytest.mark.parametrize("top", [0, 1, 7, 8, 9, 100])
 def test_largest_fitting_finds_the_threshold(top):
     assert largest_fitting(lambda n: n <= top, 8, 100) == top
+
+@pytest.mark.parametrize("gallop", [False, True])
+def test_a_search_makes_at_most_its_probes_and_answers_a_size_that_fitted(gallop):
+    top = 37
+    tried = []
+    fits = lambda n: tried.append(n) or n <= top  # noqa: E731
+    assert largest_fitting(fits, 8, 1000, gallop) == top
+    needed = len(tried)
+    for cap in (needed, needed + 5):     # enough probes: the same answer, in the same probes
+        tried.clear()
+        assert largest_fitting(fits, 8, 1000, gallop, max_probes=cap) == top and len(tried) == needed
+    for cap in (needed - 1, 3):          # fewer: the largest size that fitted among those tried, never more
+        tried.clear()
+        found = largest_fitting(fits, 8, 1000, gallop, max_probes=cap)
+        assert len(tried) == cap and found == max(n for n in tried if n <= top) <= top
+    assert found < top                   # 3 probes do not reach it
+    with pytest.raises(ValueError, match="max_probes"):
+        largest_fitting(fits, 8, 1000, max_probes=0)
+
 
 def test_ddp_two_processes_match_one_process(data_dir, tmp_path, force_cpu):
     # on the CPU (gloo) wherever the suite runs: two processes on a machine with one GPU would be refused

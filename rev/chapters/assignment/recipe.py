@@ -27,7 +27,8 @@ from ..shared.runs import profile_dir, train_run
 from .searches import train_kwargs
 
 SWEEP_DIR = "recipe_sweep"
-SWEEP_STEPS = {"smoke": 6, "cpu": 30, "t4": 60, "full": 60}
+# t4: 40 steps (twice the warm-up floor) at run 3's batch, ~3 minutes a cell on a T4 (`python -m rev plan`)
+SWEEP_STEPS = {"smoke": 6, "cpu": 30, "t4": 40, "full": 60}
 
 
 def sweep_steps(profile: ProfileLike) -> int:

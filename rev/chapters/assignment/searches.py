@@ -27,9 +27,10 @@ def _merge_maxbatch(profile: ProfileLike, results: str | Path, entries: dict) ->
 
 
 def memory_budget(profile: ProfileLike, device: str = "auto") -> int:
-    """The byte budget the max-batch searches use: the profile's CPU budget, or on CUDA 90% of what is free."""
-    dev = pick_device(device)
-    return cuda_budget(dev) if dev.type == "cuda" else get_profile(profile).cpu_mem_budget
+    """The byte budget the max-batch searches use: the profile's CPU budget on a CPU; on CUDA the profile's GPU
+    budget, or 90% of what the GPU can give (`cuda_budget`) when that is less or the profile sets none."""
+    dev, prof = pick_device(device), get_profile(profile)
+    return prof.gpu_budget(cuda_budget(dev)) if dev.type == "cuda" else prof.cpu_mem_budget
 
 
 def line_batches(profile: ProfileLike) -> tuple[int, int]:
@@ -135,7 +136,8 @@ def search_max_batches(profile: ProfileLike, trunks: list[dict], results: str | 
     found = {}
     for t in trunks:
         cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
-        res = find_max_batch(cfg, budget_bytes, device, start=prof.batch_size, progress=progress)
+        res = find_max_batch(cfg, budget_bytes, device, start=prof.batch_size, progress=progress,
+                             max_probes=prof.search_probes)
         found[t.get("key", t["trunk"])] = res.to_dict() | {"stream": cfg.stream}
         found["budget_bytes"] = res.budget_bytes
     return _merge_maxbatch(profile, results, found)
@@ -192,7 +194,7 @@ def loss_head_ablation(profile: ProfileLike, trunks: list[dict], results: str | 
                 batch = old["batch"]
             else:
                 batch = find_max_batch(dataclasses.replace(cfg, loss_head=head), budget_bytes, device,
-                                       start=prof.batch_size, progress=progress).batch
+                                       start=prof.batch_size, progress=progress, max_probes=prof.search_probes).batch
             rows.append({"trunk": t["trunk"], "loss_head": head, "batch": batch})
     out = {"budget_bytes": budget_bytes, "rows": rows}
     write_json(profile_dir(results, profile) / LOSS_HEADS_FILE, out)
@@ -203,8 +205,10 @@ def search_max_depth(profile: ProfileLike, trunk: dict, batch: int, budget_bytes
                      device: str = "auto", results: str | Path = "results", progress: bool = True) -> MaxDepth:
     """Deepest `trunk` (up to `max_layers`) whose training step at `batch` fits `budget_bytes`, each probe a
     measured real step. Merged into maxbatch.json as 'deep'."""
-    cfg = get_profile(profile).model_config(trunk["trunk"], None, trunk.get("h"), trunk.get("stream", "fp32"))
-    res = find_max_depth(cfg, batch, budget_bytes, max_layers, device, progress=progress)
+    prof = get_profile(profile)
+    cfg = prof.model_config(trunk["trunk"], None, trunk.get("h"), trunk.get("stream", "fp32"))
+    res = find_max_depth(cfg, batch, budget_bytes, max_layers, device, progress=progress,
+                         max_probes=prof.search_probes)
     _merge_maxbatch(profile, results, {"deep": res.to_dict()})
     return res
 

@@ -137,3 +137,15 @@ def test_screening_tries_the_assignment_final_configuration_and_states_its_rule(
     assert f"{RECON_LIMIT:g}" in rule and "0.02 nats" in rule and "15%" in rule
     assert other_stream({"trunk": "reveuler_rev", "h": 0.5, "stream": "fp64"})["stream"] == "fp32"
     assert other_stream({"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"})["key"] == "reveuler_rev_fp64"
+
+
+def test_the_gpu_budget_is_the_profiles_unless_the_gpu_can_give_less(fake_cuda):
+    from rev.chapters.assignment.searches import memory_budget
+
+    t4 = get_profile("t4")
+    assert t4.gpu_mem_budget > 0
+    assert memory_budget(t4, "cuda") == t4.gpu_mem_budget          # a 16 GiB T4 gives more than the budget
+    fake_cuda.other_processes_bytes = fake_cuda.total_bytes - t4.gpu_mem_budget // 2   # the GPU has less to give
+    assert 0 < memory_budget(t4, "cuda") < t4.gpu_mem_budget // 2
+    assert memory_budget(t4.replace(gpu_mem_budget=0), "cuda") == memory_budget(t4, "cuda")   # none set: all of it
+    assert memory_budget(t4, "cpu") == t4.cpu_mem_budget
