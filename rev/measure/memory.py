@@ -22,7 +22,7 @@ import gc
 import math
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import torch
@@ -34,6 +34,7 @@ class MemoryReport:
     peak_bytes: int      # highest live tensor bytes during the call, `base_bytes` included
     base_bytes: int      # live tensor bytes counted before the call
     method: str          # "cuda-allocator" | "cpu-allocator"
+    result: Any = field(default=None, repr=False, compare=False)   # what the measured call returned
 
     @property
     def added_bytes(self) -> int:
@@ -67,8 +68,15 @@ def state_tensors(model: torch.nn.Module | None = None, optimizer: torch.optim.O
 
 
 def peak_memory(fn: Callable[[], Any], live: Iterable[Tensor] = (), device: str | torch.device = "cpu") -> MemoryReport:
-    """Run `fn()` once and return its peak memory; `live` are tensors alive before the call to count in."""
+    """Run `fn()` once and return its peak memory (and, as `.result`, what it returned); `live` are tensors alive
+    before the call to count in."""
     device = torch.device(device)
+    result = None
+
+    def call() -> None:
+        nonlocal result
+        result = fn()
+
     gc.collect()
     base = tensor_bytes(live)
     if device.type == "cuda":
@@ -76,11 +84,12 @@ def peak_memory(fn: Callable[[], Any], live: Iterable[Tensor] = (), device: str 
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         start = torch.cuda.memory_allocated(device)
-        fn()
+        call()
         torch.cuda.synchronize(device)
         added = max(0, torch.cuda.max_memory_allocated(device) - start)
-        return MemoryReport(base + added, base, "cuda-allocator")
-    return MemoryReport(base + _cpu_added_peak(fn), base, "cpu-allocator")
+        return MemoryReport(base + added, base, "cuda-allocator", result)
+    added = _cpu_added_peak(call)
+    return MemoryReport(base + added, base, "cpu-allocator", result)
 
 
 @contextlib.contextmanager

@@ -25,11 +25,11 @@ in the last bits, and those differences grow as training goes on; `python -m rev
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
 import os
-import signal
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -331,14 +331,6 @@ def _auto_checkpoint(path: Path, plan: Plan, key: dict) -> dict | None:
     return ckpt
 
 
-def _die_if_asked(plan: Plan) -> None:
-    """Test hook: `REV_KILL_AFTER_CHECKPOINT=<run folder name>` kills this process (SIGKILL: no clean-up
-    runs, as when a Colab session disconnects) right after that run writes a checkpoint, so a test can
-    interrupt a notebook at a known point instead of racing a timer."""
-    if os.environ.get("REV_KILL_AFTER_CHECKPOINT") == plan.out_dir.name:
-        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
-
-
 def untimed_steps(steps: int) -> int:
     """How many first steps of a `steps`-step run are left out of its tokens/s: allocation, caches and first-call
     costs warm up there. Readers of a run's log (rev.chapters.shared.run_log) leave out the same ones."""
@@ -347,134 +339,179 @@ def untimed_steps(steps: int) -> int:
 
 def train(cfg: TrainConfig) -> dict:
     """Run (or resume) one training run; returns the summary also written to summary.json."""
-    if cfg.resume not in (True, False, "auto"):
-        raise ValueError(f"resume must be True, False or 'auto', got {cfg.resume!r}")
-    plan = plan_run(cfg)
-    device = _local_device(pick_device(cfg.device))
-    dtype = amp_dtype(device, cfg.precision)
-    key = run_key(cfg, plan, dtype)
+    plan, device, dtype, key = _resolve(cfg)
     if cfg.resume == "auto" and (done := _finished(plan, key)) is not None:
         print(f"reusing the finished run in {shown_path(plan.out_dir)} (same settings; train with resume=False to redo it)")
         return done
     rank, world = _dist_setup(device)
     if plan.batch_size % world:
         raise ValueError(f"batch_size {plan.batch_size} must be divisible by the {world} processes")
-    ckpt_path = plan.out_dir / "ckpt.pt"
-    ckpt = _auto_checkpoint(ckpt_path, plan, key) if cfg.resume == "auto" else \
-        load_checkpoint(ckpt_path, plan.model) if cfg.resume else None
-    if ckpt is not None and int(ckpt["step"]) > plan.steps:
-        per_step = plan.batch_size * plan.model.seq_len
-        raise ValueError(f"cannot resume: the checkpoint in {shown_path(plan.out_dir)} is at step {ckpt['step']}, "
-                         f"past this run's {plan.steps} step{'s' if plan.steps != 1 else ''} "
-                         f"({plan.steps * per_step:,} tokens): give --tokens {int(ckpt['step']) * per_step} or more "
-                         f"to train it further, or another --out for a new run")
+    ckpt = _checkpoint_to_resume(cfg, plan, key)
     data = ensure_data(plan.profile, plan.data_dir, cfg.progress and rank == 0)
     data.check_sequences(plan.model.seq_len)   # before anything is written: not at the first evaluation
     # before the seed: on a GPU the plan's probes build models of their own
     slicing = measured_slices(plan.model, plan.batch_size // world, device, dtype)
     if rank == 0 and (slicing.slices > 1 or device.type == "cuda"):
         print(f"each step runs {slicing.describe()} ({slicing.reason})")
-
-    torch.manual_seed(cfg.seed)
-    # the run's settings keep "auto" (a slicing changes memory and time, not the model); the model runs the plan
-    model = GPT(as_planned(plan.model, slicing, device.type)).to(device)
-    opt = adamw(model, plan.lr, plan.profile.weight_decay)
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    start = 0
-    peak_bytes = None
-    t_start = time.perf_counter()
-    timed_tokens, timed_s, wall_before = 0, 0.0, 0.0
-    if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        load_scaler_state(scaler, ckpt["scaler"])
-        gen.set_state(ckpt["sampler_rng"])
-        torch.set_rng_state(ckpt["torch_rng"])
-        start = int(ckpt["step"])
-        # the figures measured before the interruption, so a resumed run's summary reads like one run's
-        meters = ckpt.get("meters", {})
-        peak_bytes = meters.get("peak_bytes")
-        timed_tokens, timed_s = meters.get("timed_tokens", 0), meters.get("timed_s", 0.0)
-        wall_before = meters.get("wall_s", 0.0)
-    ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
-
+    run = _Run.start(cfg, plan, key, as_planned(plan.model, slicing, device.type), device, dtype, world, ckpt)
     writer = rank == 0
-    log_rows = _read_log(plan.out_dir / "log.csv", start) if ckpt is not None else []
+    rows = _open_log(cfg, plan, world, run.start_step, ckpt is not None, writer)
+
+    stopped = False
+    bar = tqdm(range(run.start_step, plan.steps), desc=f"{plan.profile.name}/{cfg.trunk}",
+               disable=not (cfg.progress and writer), initial=run.start_step, total=plan.steps)
+    with contextlib.closing(bar):
+        for step in bar:
+            x, y = data.get_batch("train", plan.batch_size, plan.model.seq_len, run.gen)
+            row = run.step(step, _slice(x, rank, world).to(device), _slice(y, rank, world).to(device))
+            last = step == plan.steps - 1
+            if (step + 1) % plan.eval_every == 0 or last:
+                row["val_loss"] = evaluate(run.model, data, plan, device, dtype, rank, world)
+            rows.append(row)
+            if writer:
+                _append_log(plan.out_dir / "log.csv", row)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", val=row["val_loss"] if row["val_loss"] != "" else "-")
+            if cfg.callback is not None:
+                cfg.callback(step, row, run.model)
+            if ((step + 1) % plan.ckpt_every == 0 or last) and writer:
+                save_checkpoint(plan.out_dir / "ckpt.pt", run.state(step + 1))
+            if cfg.stop_after is not None and step + 1 - run.start_step >= cfg.stop_after and not last:
+                stopped = True
+                break
+
+    summary = _summarise(cfg, plan, run, data, rows, world, stopped) | {"batch_slicing": slicing.to_dict()}
+    if writer and not stopped:
+        write_json(plan.out_dir / "summary.json", summary)
+    return summary
+
+
+def _resolve(cfg: TrainConfig) -> tuple[Plan, torch.device, torch.dtype | None, dict]:
+    """The run's plan, device, compute dtype and key, all checked before anything is read or written."""
+    if cfg.resume not in (True, False, "auto"):
+        raise ValueError(f"resume must be True, False or 'auto', got {cfg.resume!r}")
+    plan = plan_run(cfg)
+    device = _local_device(pick_device(cfg.device))
+    dtype = amp_dtype(device, cfg.precision)
+    return plan, device, dtype, run_key(cfg, plan, dtype)
+
+
+def _checkpoint_to_resume(cfg: TrainConfig, plan: Plan, key: dict) -> dict | None:
+    """The checkpoint this run continues from (None: it starts afresh); one past the run's budget is refused."""
+    path = plan.out_dir / "ckpt.pt"
+    ckpt = _auto_checkpoint(path, plan, key) if cfg.resume == "auto" else \
+        load_checkpoint(path, plan.model) if cfg.resume else None
+    if ckpt is not None and int(ckpt["step"]) > plan.steps:
+        per_step = plan.batch_size * plan.model.seq_len
+        raise ValueError(f"cannot resume: the checkpoint in {shown_path(plan.out_dir)} is at step {ckpt['step']}, "
+                         f"past this run's {plan.steps} step{'s' if plan.steps != 1 else ''} "
+                         f"({plan.steps * per_step:,} tokens): give --tokens {int(ckpt['step']) * per_step} or more "
+                         f"to train it further, or another --out for a new run")
+    return ckpt
+
+
+def _open_log(cfg: TrainConfig, plan: Plan, world: int, start: int, resumed: bool, writer: bool) -> list[dict]:
+    """config.json written, and log.csv cut back to the steps before `start`; returns those steps' rows."""
+    rows = _read_log(plan.out_dir / "log.csv", start) if resumed else []
     if writer:
         plan.out_dir.mkdir(parents=True, exist_ok=True)
         write_json(plan.out_dir / "config.json", {"train": cfg.to_dict(), "model": plan.model.to_dict(),
                                                     "profile": asdict(plan.profile), "batch_size": plan.batch_size,
                                                     "steps": plan.steps, "lr": plan.lr, "world_size": world})
-        _rewrite_log(plan.out_dir / "log.csv", log_rows)
+        _rewrite_log(plan.out_dir / "log.csv", rows)
+    return rows
 
-    def checkpoint(step: int) -> None:
-        if writer:
-            save_checkpoint(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                                        "scaler": scaler.state_dict(), "sampler_rng": gen.get_state(),
-                                        "torch_rng": torch.get_rng_state(), "step": step,
-                                        "model_config": plan.model.to_dict(), "run_key": key,
-                                        "meters": {"peak_bytes": peak_bytes, "timed_tokens": timed_tokens,
-                                                   "timed_s": timed_s,
-                                                   "wall_s": wall_before + time.perf_counter() - t_start}})
 
-    tokens_per_step = plan.batch_size * plan.model.seq_len
-    warm = untimed_steps(plan.steps)
-    bar = tqdm(range(start, plan.steps), desc=f"{plan.profile.name}/{cfg.trunk}", disable=not (cfg.progress and writer),
-               initial=start, total=plan.steps)
-    stopped = False
-    for step in bar:
+@dataclass
+class _Meters:
+    """What a run has measured so far. A checkpoint carries them, so a resumed run's summary reads like one run's."""
+    peak_bytes: int | None = None
+    timed_tokens: int = 0
+    timed_s: float = 0.0
+    wall_before: float = 0.0              # seconds the run took before this process took it up
+    started: float = field(default_factory=time.perf_counter)
+
+    def wall_s(self) -> float:
+        return self.wall_before + time.perf_counter() - self.started
+
+    def to_dict(self) -> dict:
+        return {"peak_bytes": self.peak_bytes, "timed_tokens": self.timed_tokens, "timed_s": self.timed_s,
+                "wall_s": self.wall_s()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "_Meters":
+        return cls(d.get("peak_bytes"), d.get("timed_tokens", 0), d.get("timed_s", 0.0), d.get("wall_s", 0.0))
+
+
+@dataclass
+class _Run:
+    """One run's live state, all that a checkpoint saves: model, optimizer, loss scaler, sampler, meters."""
+    cfg: TrainConfig
+    plan: Plan
+    key: dict
+    model: GPT
+    ddp: torch.nn.Module
+    opt: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    gen: torch.Generator
+    device: torch.device
+    dtype: torch.dtype | None
+    start_step: int = 0
+    meters: _Meters = field(default_factory=_Meters)
+
+    @classmethod
+    def start(cls, cfg: TrainConfig, plan: Plan, key: dict, model_cfg: GPTConfig, device: torch.device,
+              dtype: torch.dtype | None, world: int, ckpt: dict | None) -> "_Run":
+        """A fresh run (seeded), or the checkpoint's state restored."""
+        torch.manual_seed(cfg.seed)
+        # the run's settings keep "auto" (a slicing changes memory and time, not the model); the model runs the plan
+        model = GPT(model_cfg).to(device)
+        run = cls(cfg, plan, key, model, torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model,
+                  adamw(model, plan.lr, plan.profile.weight_decay),
+                  torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
+                  torch.Generator().manual_seed(cfg.seed), device, dtype)
+        if ckpt is not None:
+            model.load_state_dict(ckpt["model"])
+            run.opt.load_state_dict(ckpt["optimizer"])
+            load_scaler_state(run.scaler, ckpt["scaler"])
+            run.gen.set_state(ckpt["sampler_rng"])
+            torch.set_rng_state(ckpt["torch_rng"])
+            run.start_step, run.meters = int(ckpt["step"]), _Meters.from_dict(ckpt.get("meters", {}))
+        return run
+
+    def step(self, step: int, x: torch.Tensor, y: torch.Tensor) -> dict:
+        """One optimizer step at the schedule's rate; its log row (val_loss still empty). The second step of a
+        process (the optimizer's state exists by then) is measured for the run's peak memory."""
+        plan = self.plan
         lr = lr_at(step, plan.steps, plan.warmup_steps, plan.lr, plan.min_lr)
-        for g in opt.param_groups:
+        for g in self.opt.param_groups:
             g["lr"] = lr
-        x, y = data.get_batch("train", plan.batch_size, plan.model.seq_len, gen)
-        x, y = _slice(x, rank, world).to(device), _slice(y, rank, world).to(device)
         t0 = time.perf_counter()
-
-        def one_step() -> tuple[torch.Tensor, torch.Tensor]:
-            return train_step(ddp, opt, x, y, clip=plan.profile.grad_clip, amp=autocast(device, dtype), scaler=scaler)
-
-        if step == start + 1 and peak_bytes is None:  # optimizer state exists now: measure a real step
-            box: list = []
-            model.zero_grad(set_to_none=True)
-            rep = peak_memory(lambda: box.append(one_step()), state_tensors(model, opt), device)
-            peak_bytes = rep.peak_bytes
-            loss, norm = box[0]
+        one = lambda: train_step(self.ddp, self.opt, x, y, clip=plan.profile.grad_clip,  # noqa: E731
+                                 amp=autocast(self.device, self.dtype), scaler=self.scaler)
+        if step == self.start_step + 1 and self.meters.peak_bytes is None:
+            self.model.zero_grad(set_to_none=True)
+            report = peak_memory(one, state_tensors(self.model, self.opt), self.device)
+            self.meters.peak_bytes, (loss, norm) = report.peak_bytes, report.result
         else:
-            loss, norm = one_step()
+            loss, norm = one()
         loss_v = float(loss)
         if not math.isfinite(loss_v):
-            bar.close()
             raise TrainingDiverged(f"loss became {loss_v} at step {step}: stopped. The last good checkpoint "
-                                   f"({ckpt_path}) is kept; lower the learning rate (now {lr:.3g}) or check the data")
+                                   f"({plan.out_dir / 'ckpt.pt'}) is kept; lower the learning rate (now {lr:.3g}) "
+                                   f"or check the data")
         dt = time.perf_counter() - t0
-        if step >= start + warm:
-            timed_tokens, timed_s = timed_tokens + tokens_per_step, timed_s + dt
-        row = {"step": step, "tokens": (step + 1) * tokens_per_step, "loss": loss_v, "lr": lr,
-               "grad_norm": float(norm), "tokens_per_s": tokens_per_step / dt, "val_loss": ""}
-        last = step == plan.steps - 1
-        if (step + 1) % plan.eval_every == 0 or last:
-            row["val_loss"] = evaluate(model, data, plan, device, dtype, rank, world)
-        log_rows.append(row)
-        if writer:
-            _append_log(plan.out_dir / "log.csv", row)
-        bar.set_postfix(loss=f"{loss_v:.3f}", val=row["val_loss"] if row["val_loss"] != "" else "-")
-        if cfg.callback is not None:
-            cfg.callback(step, row, model)
-        if (step + 1) % plan.ckpt_every == 0 or last:
-            checkpoint(step + 1)
-            _die_if_asked(plan)
-        if cfg.stop_after is not None and step + 1 - start >= cfg.stop_after and not last:
-            stopped = True
-            break
-    bar.close()
-    summary = _summarise(cfg, plan, model, data, device, dtype, log_rows, peak_bytes, timed_tokens, timed_s,
-                         wall_before + time.perf_counter() - t_start, world, stopped)
-    summary["run_key"] = key
-    summary["batch_slicing"] = slicing.to_dict()
-    if writer and not stopped:
-        write_json(plan.out_dir / "summary.json", summary)
-    return summary
+        tokens = plan.batch_size * plan.model.seq_len
+        if step >= self.start_step + untimed_steps(plan.steps):
+            self.meters.timed_tokens, self.meters.timed_s = self.meters.timed_tokens + tokens, self.meters.timed_s + dt
+        return {"step": step, "tokens": (step + 1) * tokens, "loss": loss_v, "lr": lr, "grad_norm": float(norm),
+                "tokens_per_s": tokens / dt, "val_loss": ""}
+
+    def state(self, step: int) -> dict:
+        """What `save_checkpoint` writes after `step` steps."""
+        return {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
+                "scaler": self.scaler.state_dict(), "sampler_rng": self.gen.get_state(),
+                "torch_rng": torch.get_rng_state(), "step": step, "model_config": self.plan.model.to_dict(),
+                "run_key": self.key, "meters": self.meters.to_dict()}
 
 
 def _rewrite_log(path: Path, rows: list[dict]) -> None:
@@ -489,8 +526,8 @@ def _append_log(path: Path, row: dict) -> None:
         csv.DictWriter(f, LOG_FIELDS).writerow(row)
 
 
-def _summarise(cfg: TrainConfig, plan: Plan, model: GPT, data, device, dtype, rows: list[dict], peak_bytes,
-               timed_tokens: int, timed_s: float, wall_s: float, world: int, stopped: bool) -> dict:
+def _summarise(cfg: TrainConfig, plan: Plan, run: _Run, data, rows: list[dict], world: int, stopped: bool) -> dict:
+    model, device, dtype, meters = run.model, run.device, run.dtype, run.meters
     losses = [float(r["loss"]) for r in rows]
     vals = [float(r["val_loss"]) for r in rows if r["val_loss"] not in ("", None)]
     recon = None
@@ -511,10 +548,10 @@ def _summarise(cfg: TrainConfig, plan: Plan, model: GPT, data, device, dtype, ro
         "final_train_loss": sum(tail) / len(tail) if tail else None,
         "final_val_loss": vals[-1] if vals else None, "unigram_val_loss": data.unigram_loss(),
         "data": data.path.name, "data_source": data.meta.get("source"),
-        "tokens_per_s": timed_tokens / timed_s if timed_s > 0 else None,
-        "peak_memory_bytes": peak_bytes, "reconstruction_error": recon, "wall_s": wall_s,
+        "tokens_per_s": meters.timed_tokens / meters.timed_s if meters.timed_s > 0 else None,
+        "peak_memory_bytes": meters.peak_bytes, "reconstruction_error": recon, "wall_s": meters.wall_s(),
         "device": describe(device, dtype), "torch": torch.__version__, "world_size": world,
-        "stopped_early": stopped, "config": cfg.to_dict(), "model_config": plan.model.to_dict(),
+        "stopped_early": stopped, "config": cfg.to_dict(), "model_config": plan.model.to_dict(), "run_key": run.key,
     }
 
 

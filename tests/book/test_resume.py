@@ -77,6 +77,10 @@ def test_marker_matches_only_the_same_source_and_parameters(tmp_path):
 NOTEBOOKS = ("00_setup", "04_run1_baseline")
 
 
+# on PYTHONPATH, with REV_KILL_AFTER_CHECKPOINT=<run>, it kills a process right after that run's checkpoint
+KILL_HOOK = Path(__file__).resolve().parents[1] / "support" / "kill_after_checkpoint"
+
+
 def _colab_session(tmp: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """One Colab session on a fresh runtime: /content (`tmp/content`) starts empty but for a checkout of this tree,
     Google Drive (`tmp/drive-cloud`) keeps what earlier sessions put there. The kernel runs the driver's own cells:
@@ -97,7 +101,7 @@ def _colab_session(tmp: Path, env: dict | None = None) -> subprocess.CompletedPr
         SETUP_CELL, "import os, subprocess, sys\nfrom pathlib import Path", cells[1],
         "profile, run_sequence, results = 'smoke', True, ROOT / RESULTS_DIR\nos.chdir(ROOT)", cells[2]]))
     env = {**os.environ, **(env or {}), FAKE_DRIVE_ENV: str(tmp / "drive-cloud"),
-           "PYTHONPATH": os.pathsep.join([str(checkout), str(tmp / "colab-site")])}
+           "PYTHONPATH": os.pathsep.join([str(checkout), str(tmp / "colab-site"), str(KILL_HOOK)])}
     return subprocess.run([sys.executable, str(script)], cwd=content, capture_output=True, text=True, env=env,
                           timeout=1200)
 
