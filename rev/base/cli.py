@@ -5,8 +5,9 @@ unknown name) ends the command with one line `error: <what is wrong and what to 
 before anything is written or overwritten. A command reports one by raising:
 
 * `UserError`, or any `ValueError` / `OSError` with a clear message (the package already raises those for bad
-  input: an unknown profile, a missing file); `rev.__main__.main` turns them into `SystemExit("error: ...")`;
-* or `SystemExit("error: ...")` itself.
+  input: an unknown profile, a missing file), or `CommandFailed` for work that could not be done (a notebook that
+  failed, a run that diverged); `rev.__main__.main` turns each into `SystemExit("error: ...")`, the one place that
+  does. A command never raises `SystemExit` itself.
 
 `rev.__main__.cli` prints that line and returns 2; set `REV_TRACEBACK=1` to see where it came from. A bad value
 caught by argparse (the validators below, used as `type=`) gets argparse's usage line and exit status 2 instead.
@@ -29,8 +30,14 @@ class UserError(ValueError):
     of the library functions that raise it (notebooks) catch it as they catch every other bad argument."""
 
 
-# What a command raises for bad input. Not RuntimeError and the rest: those mean a bug, and keep their traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
+class CommandFailed(RuntimeError):
+    """The work asked for could not be done, for a reason the message names and the user can act on (a notebook
+    that failed, a run that diverged, a tool not installed): reported as one line, like a mistake in what was asked."""
+
+
+# What a command raises for bad input or for work it could not do. Not RuntimeError and the rest: those mean a bug,
+# and keep their traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, CommandFailed)
 
 
 def show_traceback() -> bool:

@@ -98,20 +98,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    try:
-        if args.results:
-            path = make_results_archive(args.results, args.results_dir, args.out, force=args.force)
-            with zipfile.ZipFile(path) as zf:
-                left = json.loads(zf.read(f"results/{args.results}/{RESULTS_MARKER}"))["left_out"]
-            ckpts = [f for f in left if f.endswith("ckpt.pt")]
-            large = [f for f in left if f not in ckpts]
-            print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB; left out: {len(ckpts)} checkpoints"
-                  + (f" and {', '.join(large)}" if large else "") + f"): bring it back and run "
-                  f"`python -m rev report --merge {path.name}`")
-            return 0
-        path = make_bundle(args.profile, args.out, args.data_dir, force=args.force)
-    except ValueError as e:
-        raise SystemExit(f"error: {e}")
+    if args.results:
+        path = make_results_archive(args.results, args.results_dir, args.out, force=args.force)
+        with zipfile.ZipFile(path) as zf:
+            left = json.loads(zf.read(f"results/{args.results}/{RESULTS_MARKER}"))["left_out"]
+        ckpts = [f for f in left if f.endswith("ckpt.pt")]
+        large = [f for f in left if f not in ckpts]
+        print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB; left out: {len(ckpts)} checkpoints"
+              + (f" and {', '.join(large)}" if large else "") + f"): bring it back and run "
+              f"`python -m rev report --merge {path.name}`")
+        return 0
+    path = make_bundle(args.profile, args.out, args.data_dir, force=args.force)
+
     with zipfile.ZipFile(path) as zf:
         manifest = json.loads(zf.read(f"{TOP}/{BUNDLE_MARKER}"))
     data = manifest["data"] or f"none (profile {manifest['profile']!r} not prepared here; Colab will prepare it)"

@@ -225,10 +225,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    try:
-        changed = rewrite(args.repo, args.ref)
-    except ValueError as e:
-        raise SystemExit(f"error: {e}")
+    changed = rewrite(args.repo, args.ref)
     for path in changed:
         print(f"rewrote {path.relative_to(ROOT)}")
     print(f"every badge and REPO_URL now points at {repo_url(args.repo)} ({args.ref}); {len(changed)} file(s) changed")

@@ -258,10 +258,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    try:
-        written = build_course(args.out, args.notebooks, args.profile, args.assignment, args.course_id, args.force)
-    except ValueError as e:   # CourseError, EditionError, or not run from a checkout
-        raise SystemExit(f"error: {e}")
+    written = build_course(args.out, args.notebooks, args.profile, args.assignment, args.course_id, args.force)
     for a, paths in written.items():
         print(f"source/{a}/: {', '.join(p.name for p in paths)} + {CODE_ZIP}")
     first = next(iter(written))

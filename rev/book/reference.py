@@ -176,7 +176,6 @@ def write_references(executed_dir: str | Path, out_dir: str | Path = REFERENCE_D
 
 def check_references(executed_dir: str | Path, ref_dir: str | Path = REFERENCE_DIR) -> list[str]:
     """Compare every reference in `ref_dir` with its executed copy in `executed_dir`; returns the problems."""
-    import nbformat
 
     refs = sorted(Path(ref_dir).glob("*.ipynb"))
     if not refs:
@@ -243,10 +242,7 @@ def run_cli(args: argparse.Namespace) -> int:
               + (f"; if the change is intended, regenerate with `{REGENERATE}`" if problems else ""))
         return 1 if problems else 0
     source = args.source if args.source is not None else _execute(args.out, args.force)
-    try:
-        written = write_references(source)
-    except FileNotFoundError as e:
-        raise SystemExit(f"error: {e}")
+    written = write_references(source)
     for path in written:
         print(f"reference: {path.relative_to(REPO)}")
     return 0

@@ -40,7 +40,7 @@ from typing import Any
 
 import nbformat
 
-from ..base.cli import folder_arg
+from ..base.cli import UserError, folder_arg
 from ..base.files import check_output
 from ..base.results_folder import PLOTS_DIR, REPORT_NAME
 from .colab import SETUP_CELL, _REF, _URL
@@ -549,21 +549,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     if args.src is None and args.profile is None:
-        raise SystemExit("error: give --from DIR (executed notebooks) or --profile PROFILE (build/PROFILE/notebooks)")
+        raise UserError("give --from DIR (executed notebooks) or --profile PROFILE (build/PROFILE/notebooks)")
     if args.src is None:
         from ..base.profiles import resolve_profile_name  # "auto" names the folder the workbook used
 
         args.profile = resolve_profile_name(args.profile)
     src = args.src or Path("build") / args.profile / "notebooks"
     out = args.out or (src.parent if src.name == "notebooks" else src) / "site"
-    try:
-        index = build_site(src, out, args.results, quiet=not args.verbose, force=args.force)
-        if args.check:
-            from .site_check import check_site
+    index = build_site(src, out, args.results, quiet=not args.verbose, force=args.force)
+    if args.check:
+        from .site_check import check_site
 
-            problems = check_site(index.parent, screenshots=args.screenshots)
-            if problems:
-                raise SystemExit("site check failed:\n  " + "\n  ".join(problems))
-    except SiteError as e:
-        raise SystemExit(f"error: {e}")
+        problems = check_site(index.parent, screenshots=args.screenshots)
+        if problems:        # a check's findings, like `nbref --check`'s: listed, exit status 1
+            print("site check failed:\n  " + "\n  ".join(problems), file=sys.stderr)
+            return 1
     return 0

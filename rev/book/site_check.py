@@ -24,13 +24,14 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Iterator
 from urllib.parse import urlparse
+from ..base.cli import CommandFailed
 
 # The contract between the site's builder (`rev.book.site`, which writes this file and raises this error) and
 # this check, which reads the file: defined here so that the check does not import the builder.
 MANIFEST = "site.json"          # what the browser check expects of each page
 
 
-class SiteError(RuntimeError):
+class SiteError(CommandFailed):
     pass
 
 

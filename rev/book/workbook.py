@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..base.cli import UserError, folder_arg, seed_arg
+from ..base.cli import CommandFailed, UserError, folder_arg, seed_arg
 from ..base.files import atomic_path, check_output, read_json, shown_path, write_json
 from ..base.progress import text_progress
 from ..base.profiles import resolve_profile_name
@@ -30,7 +30,7 @@ from .outputs import clean_streams
 from .sequence import NOTEBOOK_DIR, SEQUENCE
 
 
-class WorkbookError(RuntimeError):
+class WorkbookError(CommandFailed):
     pass
 
 
@@ -175,17 +175,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    try:
-        run_workbook(args.profile, args.out, args.results, args.data_dir, args.only, args.kernel, args.seed,
-                     force=args.force)
-    except (WorkbookError, ValueError) as e:
-        raise SystemExit(f"error: {e}")
+    run_workbook(args.profile, args.out, args.results, args.data_dir, args.only, args.kernel, args.seed,
+                 force=args.force)
     if args.site:  # the same build folder run_workbook wrote to; notebooks skipped as completed are there from before
-        from .site import SiteError, build_site
+        from .site import build_site
 
         build = args.out or Path("build") / resolve_profile_name(args.profile)
-        try:
-            build_site(build / "notebooks", build / "site", args.results)
-        except SiteError as e:
-            raise SystemExit(f"error: {e}")
+        build_site(build / "notebooks", build / "site", args.results)
     return 0

@@ -322,16 +322,13 @@ def run_cli(args: argparse.Namespace) -> int:
         prof.gpu_budget(cuda_budget(dev)) if dev.type == "cuda" else prof.cpu_mem_budget)
     results = {}
     for trunk in args.trunk:
-        try:
-            # the baseline keeps its fp32 stream: the stream option is the reversible trunks'
-            stream = args.stream if TRUNKS[trunk].backward != "stored" else "fp32"
-            cfg = prof.model_config(trunk, args.n_layer, stream=stream, loss_head=args.loss_head,
-                                    pos_chunk=args.pos_chunk, batch_slice=args.batch_slice,
-                                    split_heads=args.split_heads)
-            r = find_max_batch(cfg, budget, args.device, args.precision, start=args.start, guess=args.guess,
-                               max_probes=prof.search_probes)
-        except ValueError as e:
-            raise SystemExit(f"error: {e}")
+        # the baseline keeps its fp32 stream: the stream option is the reversible trunks'
+        stream = args.stream if TRUNKS[trunk].backward != "stored" else "fp32"
+        cfg = prof.model_config(trunk, args.n_layer, stream=stream, loss_head=args.loss_head,
+                                pos_chunk=args.pos_chunk, batch_slice=args.batch_slice,
+                                split_heads=args.split_heads)
+        r = find_max_batch(cfg, budget, args.device, args.precision, start=args.start, guess=args.guess,
+                           max_probes=prof.search_probes)
         results[trunk] = r.to_dict() | {"config": cfg.to_dict()}
         line = r.memory_line()
         per_seq = "" if line is None else f", {line.bytes_per_sequence / 2**20:.2f} MiB per sequence"

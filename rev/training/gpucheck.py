@@ -40,7 +40,7 @@ from typing import Callable
 import torch
 
 from ..measure.bench import bench_depths, bench_trunks, make_training_step
-from ..base.cli import file_arg, folder_arg, positive_int
+from ..base.cli import CommandFailed, UserError, file_arg, folder_arg, positive_int
 from ..data.corpus import profile_folder
 from ..base.device import amp_dtype, autocast, describe, pick_device
 from ..base.files import write_json
@@ -530,12 +530,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     if args.device != "cpu" and not torch.cuda.is_available():
-        raise SystemExit("error: gpucheck needs a CUDA GPU and none is visible (torch.cuda.is_available() is "
+        raise CommandFailed("gpucheck needs a CUDA GPU and none is visible (torch.cuda.is_available() is "
                          f"False; torch {torch.__version__}): nothing was checked. On Colab: Runtime > Change "
                          f"runtime type > T4 GPU. `--device cpu` runs the rows that have a CPU double.")
     device = pick_device(args.device)
     if device.type not in ("cuda", "cpu"):
-        raise SystemExit(f"error: gpucheck checks a CUDA device (or the CPU doubles with --device cpu), not {device}")
+        raise UserError(f"gpucheck checks a CUDA device (or the CPU doubles with --device cpu), not {device}")
     t0 = time.perf_counter()
     rows = gpucheck(device, args.data_dir, args.reversible, args.steps)
     where = describe(device, amp_dtype(device)) if device.type == "cuda" else \

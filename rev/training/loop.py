@@ -40,7 +40,7 @@ import torch
 import torch.distributed as dist
 from ..base.progress import tqdm
 
-from ..base.cli import check_seed, device_arg, folder_arg, positive_float, positive_int, seed_arg
+from ..base.cli import CommandFailed, check_seed, device_arg, folder_arg, positive_float, positive_int, seed_arg
 from ..base.files import atomic_path, read_json, shown_path, write_json
 from ..core.optim import LR_SCALINGS, WARMUP_FLOOR_STEPS, adamw, lr_at, peak_lr, warmup_steps
 from ..base.device import amp_dtype, autocast, describe, pick_device
@@ -55,7 +55,7 @@ from ..core.reversible import RECON_LIMIT, reconstruction_error
 LOG_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss"]
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(CommandFailed):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
@@ -598,8 +598,6 @@ def run_cli(args: argparse.Namespace) -> int:
                       stop_after=args.stop_after, progress=not args.no_progress)
     try:
         s = train(cfg)
-    except (ValueError, TrainingDiverged) as e:
-        raise SystemExit(f"error: {e}")
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

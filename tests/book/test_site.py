@@ -147,9 +147,10 @@ def test_a_folder_without_executed_notebooks_says_what_to_run(tmp_path, capsys):
     nbformat.write(nb, tmp_path / "00_setup.ipynb")
     with pytest.raises(site.SiteError, match="never executed.*00_setup"):
         site.executed_notebooks(site.notebooks_folder(tmp_path))
-    with pytest.raises(SystemExit, match="never executed"):
-        site.run_cli(argparse.Namespace(src=tmp_path, out=tmp_path / "site", profile=None, results=None,
-                                        check=False, screenshots=None, verbose=False, force=False))
+    from rev.__main__ import main
+
+    with pytest.raises(SystemExit, match="^error: .*never executed"):    # the command line's one error path
+        main(["site", "--from", str(tmp_path), "--out", str(tmp_path / "site")])
 
 
 def test_a_run_that_failed_is_refused(tmp_path):

@@ -14,7 +14,7 @@ import torch
 from ...base.cli import device_arg, folder_arg
 from ...base.profiles import get_profile
 from .cost import LAYER_OVERHEAD_S, STEP_OVERHEAD_S, T4_FLOPS, Work, measured_rates
-from .workbook import GIB, Machine, WorkbookPlan, machine_for, plan_workbook
+from .workbook import GIB, WorkbookPlan, machine_for, plan_workbook
 
 # notebooks that train nothing, so the estimate leaves them out (data preparation, the toy chapters, the tests)
 NOT_ESTIMATED = ("00_setup", "01_integrator_theory", "01b_build_the_backward", "02_tests")

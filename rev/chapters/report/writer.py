@@ -595,20 +595,18 @@ def run_cli(args: argparse.Namespace) -> int:
     from ...base.profiles import resolve_profile_name
 
     profiles: list[str] = []
-    try:
-        if args.merge is not None:
-            written = merge(args.merge, args.results)
-            for d in written:
-                print(f"merged {args.merge} into {d}")
-            profiles = [d.name for d in written] if args.profile == "auto" else []
-        if not profiles:
-            name = args.profile
-            if name == "auto" or not (args.results / name).is_dir():
-                name = resolve_profile_name(name)
-            profiles = [name]
-        for profile in profiles:
-            path = write_report(args.results, profile, args.force)
-            _print_summary(load_runs(args.results, profile), path)
-    except ValueError as e:
-        raise SystemExit(f"error: {e}")
+    if args.merge is not None:
+        written = merge(args.merge, args.results)
+        for d in written:
+            print(f"merged {args.merge} into {d}")
+        profiles = [d.name for d in written] if args.profile == "auto" else []
+    if not profiles:
+        name = args.profile
+        if name == "auto" or not (args.results / name).is_dir():
+            name = resolve_profile_name(name)
+        profiles = [name]
+    for profile in profiles:
+        path = write_report(args.results, profile, args.force)
+        _print_summary(load_runs(args.results, profile), path)
+
     return 0
