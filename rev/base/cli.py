@@ -92,6 +92,32 @@ def check_seed(seed: object) -> int:
     return seed
 
 
+class CountArgError(argparse.ArgumentTypeError, ValueError):
+    """A bad `auto`-or-count value: a ValueError for callers in Python, and argparse's own type error, so that the
+    command line shows this message (argparse replaces a plain ValueError's with "invalid <function> value")."""
+
+
+def _count_arg(name: str, unit: str):
+    def parse(text: str) -> int | str:
+        if text == "auto":
+            return text
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise CountArgError(f"{text!r} is neither 'auto' nor a count: give auto (the default), 0 (off) or a "
+                                f"whole number of {unit} ({name})")
+        return value
+    parse.__name__ = f"{name}_arg"
+    parse.__doc__ = f'A command-line `{name}`: "auto" or a number of {unit} (0: off).'
+    return parse
+
+
+pos_chunk_arg = _count_arg("pos_chunk", "positions per chunk")
+batch_slice_arg = _count_arg("batch_slice", "sequences per slice")
+
+
 def seed_arg(text: str) -> int:
     """A command-line seed (`check_seed`)."""
     try:

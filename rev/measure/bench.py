@@ -16,14 +16,14 @@ import time
 import torch
 from ..base.progress import tqdm
 
-from ..base.cli import device_arg, file_arg, positive_int
+from ..base.cli import batch_slice_arg, device_arg, file_arg, pos_chunk_arg, positive_int
 from ..base.device import PRECISIONS, amp_dtype, autocast, describe, pick_device
 from ..base.files import write_json
 from ..core.optim import adamw
 from .memory import MemoryLine, training_step_memory
 from .stats import quartiles
 from ..core.loss import LOSS_HEADS
-from ..core.model import GPT, TRUNKS, GPTConfig, batch_slice_arg, is_reversible, pos_chunk_arg, trunk_spec
+from ..core.model import GPT, TRUNKS, GPTConfig, is_reversible, trunk_spec
 from .ledger import format_ledger, sequence_ledger
 from .slicing import as_planned, plan_slices, recomputes
 

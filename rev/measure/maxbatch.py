@@ -34,12 +34,12 @@ import torch
 from ..base.progress import tqdm
 
 from .bench import run_label, step_peak
-from ..base.cli import device_arg, file_arg, positive_float, positive_int
+from ..base.cli import batch_slice_arg, device_arg, file_arg, pos_chunk_arg, positive_float, positive_int
 from ..base.device import amp_dtype, pick_device
 from .ledger import static_bytes
 from .memory import MemoryLine
 from ..core.loss import LOSS_HEADS
-from ..core.model import TRUNKS, GPTConfig, batch_slice_arg, pos_chunk_arg
+from ..core.model import TRUNKS, GPTConfig
 from ..core.streams import STREAMS
 from ..base.profiles import get_profile
 from ..base.files import write_json

@@ -7,7 +7,8 @@ from model_grads import loss_and_grads, worst_relative
 
 from rev import GPT, GPTConfig
 from rev.core import reversible
-from rev.core.model import auto_batch_slice, batch_slice_arg
+from rev.base.cli import batch_slice_arg
+from rev.core.model import auto_batch_slice
 from rev.core.reversible import sliced
 from rev.measure.ledger import sequence_ledger
 from rev.measure.maxbatch import measure_memory_line

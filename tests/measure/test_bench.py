@@ -1,7 +1,7 @@
 """`python -m rev bench`: which models it compares, the per-sequence memory it measures, and its report."""
 import pytest
 
-from rev.core.model import pos_chunk_arg
+from rev.base.cli import pos_chunk_arg
 from rev.measure.bench import bench_configs, bench_trunks, format_report
 from rev.measure.maxbatch import MaxBatch, Probe
 
