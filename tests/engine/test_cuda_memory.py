@@ -80,6 +80,23 @@ def test_budget_is_free_memory_plus_the_unused_cache_not_other_tensors(fake_cuda
     del held
 
 
+
+def test_under_a_cap_the_budget_is_what_the_cap_leaves(fake_cuda):
+    """A 15 GiB cap on a 16 GiB device (a T4 emulated on a larger GPU): the driver's free memory does not know the
+    cap, so the budget must come from the cap, less what this process holds; without a cap, from the free memory."""
+    fake_cuda.other_processes_bytes = 0
+    held = torch.empty(64 * MIB, dtype=torch.uint8)
+    allocated = torch.cuda.memory_allocated()
+    free_budget = maxbatch.cuda_budget(torch.device("cuda"), fraction=1.0)
+    torch.cuda.set_per_process_memory_fraction(15 / 16, 0)
+    assert maxbatch.memory_cap(torch.device("cuda")) == 15 * 2**30
+    capped = maxbatch.cuda_budget(torch.device("cuda"), fraction=1.0)
+    assert capped == pytest.approx(15 * 2**30 - allocated, abs=SLACK)
+    assert free_budget == pytest.approx(16 * 2**30 - allocated, abs=SLACK)
+    torch.cuda.set_per_process_memory_fraction(0.5, 0)          # a cap below the free memory binds
+    assert maxbatch.cuda_budget(torch.device("cuda"), 0.9) == pytest.approx(0.9 * (8 * 2**30 - allocated), abs=SLACK)
+    del held
+
 OOMS = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
         RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported"),
         RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")]
