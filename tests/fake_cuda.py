@@ -16,7 +16,8 @@ hands them back); `mem_get_info()` answers (total - reserved - other processes' 
 
 Running out of memory, as CUDA's allocator does: an `empty`/`zeros`/`ones` on "cuda" larger than what the
 device has left raises `torch.OutOfMemoryError` before allocating, and under `set_per_process_memory_fraction`
-every module's forward checks the reserved bytes against the cap and raises when they are over it. The profiler
+every module made of modules (a block, its MLP, the model) checks after its forward the reserved bytes against the
+cap and raises when they are over it. The profiler
 cannot be read inside backward or inside a custom autograd Function's forward, so the cap is checked in forward,
 outside them: a reversible trunk runs out at the first module after its trunk (the final norm), a recompute in
 backward is not checked.
@@ -59,7 +60,7 @@ def _on_cpu(device):
     return torch.device("cpu") if _is_cuda(device) else device
 
 
-FACTORIES = (torch.empty, torch.zeros, torch.ones)
+FACTORIES = (torch.empty, torch.zeros, torch.ones)   # the factories that ask the fake device for room
 
 
 def _requested_bytes(args, kwargs) -> int:
@@ -69,24 +70,28 @@ def _requested_bytes(args, kwargs) -> int:
 
 
 class _OnTheCpu(TorchFunctionMode):
-    """Tensors asked for on "cuda" are made on the CPU; a factory asking for more than the fake device has left
-    raises CUDA's out-of-memory error first."""
-
-    def __init__(self, fake: "FakeCuda"):
-        super().__init__()
-        self.fake = fake
+    """Tensors asked for on "cuda" are made on the CPU."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if "device" in kwargs:
-            if func in FACTORIES and _is_cuda(kwargs["device"]):
-                self.fake.check_room(_requested_bytes(args, kwargs))
             kwargs["device"] = _on_cpu(kwargs["device"])
         if func is torch.Tensor.to:
             args = tuple(_on_cpu(a) for a in args)
         elif func is torch.Tensor.cuda:
             return args[0]
         return func(*args, **kwargs)
+
+
+def _factory(fake: "FakeCuda", real):
+    """`torch.empty` (zeros, ones) that asks the fake device for room first when the tensor is for "cuda": patched
+    in as well as the mode, since torch-function modes are not active in autograd's hooks, where a test runs out."""
+    def make(*args, **kwargs):
+        if _is_cuda(kwargs.get("device")):
+            fake.check_room(_requested_bytes(args, kwargs))
+            kwargs["device"] = torch.device("cpu")
+        return real(*args, **kwargs)
+    return make
 
 
 class _CpuAutocast(torch.autocast):
@@ -131,10 +136,10 @@ class FakeCuda:
         return cpu_allocated_now()
 
     def max_memory_allocated(self, device=None) -> int:
-        if torch._C._current_graph_task_id() != -1:
-            # inside backward the profiler cannot be stopped to read its events (it crashes later, at garbage
-            # collection): answer the peak as of the last read, a lower bound (rev.engine.memory reads the
-            # counter there for the forward phase's peak; no test here checks that figure on the fake)
+        if not self._readable():
+            # the profiler cannot be stopped to read its events here (`_readable`): answer the peak as of the last
+            # read, a lower bound (rev.engine.memory reads the counter inside backward for the forward phase's
+            # peak; no test here checks that figure on the fake)
             return self._peak
         now = cpu_allocated_now()
         seen = [total for _, _, total in self._rec.flush()[self._since:]]
@@ -171,25 +176,32 @@ class FakeCuda:
         room = self.total_bytes - self.other_processes_bytes
         return min(room, int(self.memory_fraction * self.total_bytes)) if self.memory_fraction else room
 
+    def _readable(self) -> bool:
+        """Whether the profiler may be read now: not inside backward, nor inside a custom autograd Function's
+        forward (a reversible trunk's), where autograd's own record of the call is open and stopping the profiler
+        crashes it later, at garbage collection."""
+        return torch._C._current_graph_task_id() == -1 and not self._in_function
+
     def _out_of_memory(self, wanted: int) -> None:
         self.ooms += 1
-        raise torch.OutOfMemoryError(
-            f"CUDA out of memory. Tried to allocate {wanted / MIB:.2f} MiB (fake GPU 0; {self.total_bytes / MIB:.0f} "
-            f"MiB total, {self.memory_allocated() / MIB:.2f} MiB allocated, limit {self.limit_bytes() / MIB:.2f} MiB)")
+        held = f", {self.memory_allocated() / MIB:.2f} MiB allocated" if self._readable() else ""
+        raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {wanted / MIB:.2f} MiB (fake GPU 0; "
+                                     f"{self.total_bytes / MIB:.0f} MiB total{held}, limit "
+                                     f"{self.limit_bytes() / MIB:.2f} MiB)")
 
     def check_room(self, wanted: int) -> None:
-        """Raise CUDA's out-of-memory error when `wanted` more bytes do not fit."""
-        if self.memory_reserved() + wanted > self.limit_bytes():
+        """Raise CUDA's out-of-memory error when `wanted` more bytes do not fit. Where the allocator's count cannot be
+        read, only when `wanted` alone is the whole limit or more (a device's whole memory never fits: CUDA's own
+        context holds some of it)."""
+        if wanted >= self.limit_bytes() or (self._readable() and self.memory_reserved() + wanted > self.limit_bytes()):
             self._out_of_memory(wanted)
 
     def _check_cap(self, module, args, output) -> None:
-        """After each module's forward, under a cap: over it is out of memory. Not inside backward nor inside a custom
-        autograd Function's forward (a reversible trunk's): the profiler cannot be stopped to read its events while
-        autograd's own record of the call is open (it crashes later, at garbage collection)."""
-        if not self.memory_fraction or self.memory_fraction >= 1.0 or torch._C._current_graph_task_id() != -1 \
-                or self._in_function:
-            return
-        if self.memory_reserved() > self.limit_bytes():
+        """After the forward of each module that has modules inside it (a block, an attention, an MLP, the trunk,
+        the model; not every linear layer, since each reading stops and restarts the profiler), under a cap: over it
+        is out of memory (where it can be read: see `_readable`)."""
+        if self.memory_fraction and self.memory_fraction < 1.0 and next(module.children(), None) is not None \
+                and self._readable() and self.memory_reserved() > self.limit_bytes():
             self._out_of_memory(0)
 
     # --- devices ---------------------------------------------------------------------------------------------
@@ -244,7 +256,9 @@ class FakeCuda:
         monkeypatch.setattr(torch, "autocast", _CpuAutocast)
         monkeypatch.setattr(torch.amp, "GradScaler", _CpuGradScaler)
         self._rec = CpuAllocations().start()
-        self._mode = _OnTheCpu(self)
+        for real in FACTORIES:
+            monkeypatch.setattr(torch, real.__name__, _factory(self, real))
+        self._mode = _OnTheCpu()
         self._mode.__enter__()
         self._cap_hook = torch.nn.modules.module.register_module_forward_hook(self._check_cap)
         monkeypatch.setattr(torch.autograd.Function, "apply", classmethod(self._counted(torch.autograd.Function)))

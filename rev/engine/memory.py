@@ -220,7 +220,8 @@ class StepMemory:
 
 
 def saved_tensors_seen(on_pack: Callable[[Tensor], None] = lambda t: None,
-                       on_unpack: Callable[[Tensor], None] = lambda t: None) -> torch.autograd.graph.saved_tensors_hooks:
+                       on_unpack: Callable[[Tensor], None] = lambda t: None,
+                       ) -> torch.autograd.graph.saved_tensors_hooks:
     """`torch.autograd.graph.saved_tensors_hooks` that show every tensor autograd saves (`on_pack(t)`) and gets back
     for backward (`on_unpack(t)`) without changing what backward computes.
 

@@ -150,3 +150,22 @@ def test_training_step_memory_is_the_same_figure_on_both_paths(fake_cuda):
     cpu = training_step_memory(model, opt, step, "cpu")
     assert cuda.static_bytes == cpu.static_bytes
     assert cuda.peak_bytes == pytest.approx(cpu.peak_bytes, rel=0.02)
+
+
+def test_rev_gpu_memory_gib_caps_the_allocator_when_a_cuda_device_is_picked(fake_cuda, monkeypatch):
+    """How a kernel started by the workbook runs capped (gpucheck --notebooks; a T4 rehearsed on a larger GPU)."""
+    from rev.engine.device import pick_device
+
+    pick_device("cuda")
+    assert fake_cuda.memory_fraction is None                  # unset: the whole device
+    monkeypatch.setenv("REV_GPU_MEMORY_GIB", "2")
+    pick_device("cpu")
+    assert fake_cuda.memory_fraction is None                  # only a CUDA device is capped
+    assert pick_device("auto").type == "cuda" and fake_cuda.memory_fraction == pytest.approx(2 / 16)
+    monkeypatch.setenv("REV_GPU_MEMORY_GIB", "40")            # more than the device: the whole device
+    pick_device("cuda:0")
+    assert fake_cuda.memory_fraction == 1.0
+    for bad in ("two", "0", "-1", "nan"):
+        monkeypatch.setenv("REV_GPU_MEMORY_GIB", bad)
+        with pytest.raises(ValueError, match="positive number of GiB"):
+            pick_device("cuda")

@@ -101,7 +101,8 @@ def watched(monkeypatch):
 
 @pytest.mark.parametrize("where", ["forward", "backward"])
 @pytest.mark.parametrize("trunk", FAMILIES)
-def test_a_probe_that_runs_out_of_memory_frees_all_its_activations(trunk, where, watched, fake_cuda):
+def test_a_probe_that_runs_out_of_memory_frees_all_its_activations(trunk, where, watched, fake_cuda,
+                                                                  quick_collections):
     watch = watched(where)
     gc.collect()
     before = torch.cuda.memory_allocated()
@@ -112,7 +113,7 @@ def test_a_probe_that_runs_out_of_memory_frees_all_its_activations(trunk, where,
     assert torch.cuda.memory_allocated() - before <= SLACK
 
 
-def test_after_a_search_whose_probes_ran_out_the_allocator_is_back_at_its_start(fake_cuda):
+def test_after_a_search_whose_probes_ran_out_the_allocator_is_back_at_its_start(fake_cuda, quick_collections):
     """The allocator capped a little above what is allocated now and the byte budget far above it: only running out
     of memory (the double's cap, checked after each module's forward) stops the doubling."""
     gc.collect()
