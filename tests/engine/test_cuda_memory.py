@@ -29,6 +29,27 @@ def test_the_fake_counters_follow_real_tensors(fake_cuda):
     assert torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated() == pytest.approx(8 * MIB, abs=SLACK)
 
 
+def test_the_double_runs_the_cuda_path_on_the_cpu_and_runs_out_of_memory_as_a_gpu_does(fake_cuda):
+    """"cuda" tensors are CPU tensors, autocast and GradScaler on "cuda" are the CPU's; an allocation over the room
+    left raises CUDA's error before allocating; under a cap, a module whose forward leaves the process over it."""
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64)).to("cuda")
+    x = torch.randn(8, 64).to(torch.device("cuda"), non_blocking=True)
+    assert next(model.parameters()).device.type == x.device.type == torch.zeros(2, device="cuda").device.type == "cpu"
+    with torch.autocast("cuda", dtype=torch.float16):
+        assert model(x).dtype == torch.float16
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 4)
+    scaler.scale(model(x).sum()).backward()
+    assert scaler.get_scale() == 16.0
+    with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate 16384.00 MiB"):
+        torch.empty(16 * 2**30, dtype=torch.uint8, device="cuda")
+    big = torch.nn.Sequential(torch.nn.Linear(64, 4096)).to("cuda")     # its output: 8 x 4096 floats, 128 KiB
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_allocated() + 64 * 1024) / fake_cuda.total_bytes, 0)
+    assert big[0](x).numel()                                           # a single layer is not checked
+    with pytest.raises(torch.OutOfMemoryError):
+        big(x)                                                         # the block it sits in is
+    assert fake_cuda.ooms == 2
+
+
 def test_cuda_peak_counts_what_the_call_adds_on_top_of_its_live_state(fake_cuda):
     """On a GPU `max_memory_allocated` is the whole process's: an earlier model held elsewhere must not count."""
     earlier_model = torch.empty(32 * MIB, dtype=torch.uint8)   # another model the notebook still holds
