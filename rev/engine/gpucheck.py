@@ -34,10 +34,15 @@ must leave the allocator within LEFT_LIMIT (16 MiB) of where it found it, after 
 `empty_cache`, or it fails whatever it measured (the `left MiB` column): on the first run on an H200, one failed
 probe's 1,137 MiB stayed allocated and every later row failed for want of memory.
 
-Time: sized to finish in under 8 minutes on an H100. That is an estimate from the work each row does, not yet
-timed on one; every row prints its seconds. The small rows take seconds each; what costs is the T4 emulation (at
-~3 MiB a sequence the reversible trunks reach ~4,000 sequences of 512 tokens, ~2M tokens a step: each of the ~10
-probes of a search and each timed step is one such step) and the two 200-step runs (3.3M tokens each).
+Time: estimated at under 8 minutes on an H100, not yet timed on one (every row prints its seconds, the header the
+total). The estimate counts the work: a step of the assignment model costs ~150 MFLOP a token (~195 where the trunk
+is rebuilt), so at a guessed 150 TFLOP/s an H100 runs ~0.6-0.8M tokens/s. The small rows take seconds each (about a
+minute together, CUDA's start-up included). What costs is the T4 emulation: at ~3 MiB a sequence a reversible
+trunk's max batch is ~4,500 sequences of 512 tokens, ~2.3M tokens and ~4 s a step; each of its searches makes ~10
+such probes (~40 s), its training 3 steps and an evaluation (~20 s), the timing 6 rounds of all three trunks
+(~50 s): about 3 minutes in all. The two 200-step runs are 3.3M tokens each (~15 s together; the synthetic corpus
+they fall back to takes ~5 s to prepare). `--notebooks` adds three kernels' start-ups and smoke's runs, not
+estimated.
 
 Everything reuses rev.engine (bench, maxbatch, memory, train); this module only chooses sizes and verdicts, and
 each row function takes the device, so the suite runs every row on the CUDA double (`Sizes.tiny`,
@@ -452,8 +457,8 @@ def probe_leak_row(device: torch.device, sizes: Sizes) -> Row:
 
 def oom_row(device: torch.device, sizes: Sizes) -> Row:
     """The max-batch search with the allocator capped `sizes.oom_cap` above what it holds and no byte budget of its
-    own: only a real CUDA out-of-memory can stop it. Passes when a probe hit the OOM, the search still returned a batch, and the
-    failed probes' tensors were freed."""
+    own: only a real CUDA out-of-memory can stop it. Passes when a probe hit the OOM, the search still returned a
+    batch, and the failed probes' tensors were freed."""
     total = torch.cuda.get_device_properties(device).total_memory
     cfg = get_profile(sizes.geometry).model_config("residual")
     before = _allocated(device)

@@ -2,7 +2,8 @@
 of memory part-way through forward or backward, leave none of their activations alive, for every trunk family
 (stored, checkpointed, both reversible). Checked with weakrefs on every module's output and with the CUDA double's
 allocated bytes (tests/fake_cuda.py), through the very function the max-batch search calls for each probe
-(`maxbatch._measure`), and after a whole search whose probes ran out of memory."""
+(`maxbatch._measure`, by `gpucheck.failing_probe`, the GPU row's own probe), and after a whole search whose probes
+ran out of memory. The gradients measured through the measurement's hooks are bit-identical to a plain step's."""
 from __future__ import annotations
 
 import contextlib
@@ -14,11 +15,12 @@ import pytest
 import torch
 
 from rev.engine import bench, maxbatch
+from rev.engine.gpucheck import LEAK_TRUNKS, failing_probe
 from rev.engine.memory import saved_tensors_seen, training_step_memory
 from rev.engine.profiles import get_profile
 
 pytestmark = pytest.mark.cuda  # the CUDA path (or its double): in the GPU selection
-FAMILIES = ["residual", "residual_ckpt", "midpoint_rev", "reveuler_rev"]   # stored, checkpointed, reversible x2
+FAMILIES = LEAK_TRUNKS     # stored, checkpointed, both reversible
 SLACK = 64 * 1024          # the profiler's own small allocations around a measurement
 
 
@@ -32,14 +34,13 @@ def _run_out(*args) -> None:
 
 
 class Watch:
-    """Weakrefs to every module output of the models it watches, and an out-of-memory error raised from the middle
-    block's MLP: in its forward, or as its backward begins (for a reversible trunk, in the recompute)."""
+    """Weakrefs to every module output of a model, and an out-of-memory error raised from the middle block's MLP: in
+    its forward, or as its backward begins (for a reversible trunk, in the recompute)."""
 
     def __init__(self, where: str):
-        self.where, self.outputs, self.models, self.raised = where, [], [], 0
+        self.where, self.outputs, self.raised = where, [], 0
 
     def attach(self, model: torch.nn.Module) -> None:
-        self.models.append(weakref.ref(model))
         for m in model.modules():
             m.register_forward_hook(self._keep)
         mlp = model.trunk.blocks[len(model.trunk.blocks) // 2].mlp
@@ -82,35 +83,15 @@ def test_a_step_that_raises_inside_the_measurement_leaves_nothing_alive(trunk, w
     assert watch.alive() == [], "the failed step's activations are still alive"
 
 
-@pytest.fixture
-def watched(monkeypatch):
-    """A `Watch` attached to every model a probe builds (`step_peak` builds them through `make_training_step`)."""
-    def watch(where: str) -> Watch:
-        w = Watch(where)
-        real = bench.make_training_step
-
-        def make(*args, **kwargs):
-            model, opt, step = real(*args, **kwargs)
-            w.attach(model)
-            return model, opt, step
-
-        monkeypatch.setattr(bench, "make_training_step", make)
-        return w
-    return watch
-
-
 @pytest.mark.parametrize("where", ["forward", "backward"])
 @pytest.mark.parametrize("trunk", FAMILIES)
-def test_a_probe_that_runs_out_of_memory_frees_all_its_activations(trunk, where, watched, fake_cuda,
-                                                                  quick_collections):
-    watch = watched(where)
-    gc.collect()
-    before = torch.cuda.memory_allocated()
-    assert maxbatch._measure(small(trunk), 4, torch.device("cuda"), torch.float16, 2**40) == (None, False)
-    assert watch.raised >= 1 and watch.outputs, "the probe never ran out of memory"
-    assert watch.alive() == [], "the failed probe's activations are still alive"
-    assert all(m() is None for m in watch.models), "the failed probe's model is still alive"
-    assert torch.cuda.memory_allocated() - before <= SLACK
+def test_a_probe_that_runs_out_of_memory_frees_all_its_activations(trunk, where, fake_cuda, quick_collections):
+    """The search's own probe (`maxbatch._measure`) runs out of memory at the middle layer's MLP in forward, or as
+    the first MLP's backward begins: an allocation larger than the double's device, as gpucheck's row makes it."""
+    got = failing_probe(small(trunk), 4, torch.device("cuda"), torch.float16, where)
+    assert got["missed"] and fake_cuda.ooms == 1, "the probe never ran out of memory"
+    assert got["outputs"] and got["alive"] == 0, f"{got['alive']} of the failed probe's activations are still alive"
+    assert got["left"] <= SLACK, f"{got['left'] / 2**20:.2f} MiB left allocated"
 
 
 def test_after_a_search_whose_probes_ran_out_the_allocator_is_back_at_its_start(fake_cuda, quick_collections):
