@@ -24,7 +24,7 @@ COMMANDS = {
     "student": ("rev.book.student", "write the student edition of the notebooks (solutions stubbed)"),
     "course": ("rev.book.course", "write an nbgrader course (source/ assignments, nbgrader_config.py)"),
     "thermo-shock": ("rev.chapters.thermo.cache", "chapter 08's LR shock at the paper's size over seeds, cached"),
-    "gpucheck": ("rev.training.gpucheck", "check the CUDA path on a real GPU: one table (under 10 minutes on a T4)"),
+    "gpucheck": ("rev.training.gpucheck", "the CUDA path checked on a GPU, one table (est. under 8 min on an H100)"),
     "nbref": ("rev.book.reference", "write (or --check) the reference outputs of the checked notebook cells"),
     "plan": ("rev.chapters.plan.command", "every run of a profile's workbook and its estimated T4 time, before it runs"),
     "badges": ("rev.book.colab", "point every Colab badge and REPO_URL at a repository (after publishing a fork)"),

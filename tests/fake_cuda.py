@@ -1,22 +1,37 @@
 """A CUDA double for the suite: `torch.cuda`'s device queries and caching-allocator counters, patched so that the
 code paths `rev` takes only on CUDA (relative peaks, the max-batch budget, out-of-memory handling, one process per
-GPU) run on a CPU, with real tensors.
+GPU, fp16 autocast with a GradScaler) run on a CPU, with real tensors and real autograd graphs.
 
-Tensors stay on the CPU; the counters follow PyTorch's CPU allocator. `memory_allocated()` is that allocator's
-running total of live tensor bytes (read from the profiler's allocation events, the source `rev.measure.memory`
-uses on CPU), `max_memory_allocated()` the highest it reached since `reset_peak_memory_stats()`. Like CUDA's, both
-are process-wide: a model the test keeps alive counts in them, as an earlier model does on a GPU.
+Tensors asked for on "cuda" are made on the CPU: a torch-function mode rewrites the device of `.to(...)` and of
+every `device=` argument, `torch.autocast("cuda", ...)` autocasts the CPU's kernels and `torch.amp.GradScaler("cuda")`
+is the CPU's scaler. So `train(device="cuda")`, the max-batch search on "cuda" and bench take their CUDA branches
+(allocator counters, the measured slice plan, the scaler) while every step is a real CPU step.
+
+The counters follow PyTorch's CPU allocator. `memory_allocated()` is that allocator's running total of live tensor
+bytes (read from the profiler's allocation events, the source `rev.measure.memory` uses on CPU),
+`max_memory_allocated()` the highest it reached since `reset_peak_memory_stats()`. Like CUDA's, both are
+process-wide: a model the test keeps alive counts in them, as an earlier model does on a GPU.
 `memory_reserved()` adds `cached_bytes`, blocks the caching allocator keeps without using them (`empty_cache()`
 hands them back); `mem_get_info()` answers (total - reserved - other processes' memory, total).
+
+Running out of memory, as CUDA's allocator does: an `empty`/`zeros`/`ones` on "cuda" larger than what the
+device has left raises `torch.OutOfMemoryError` before allocating, and under `set_per_process_memory_fraction`
+every module made of modules (a block, its MLP, the model) checks after its forward the reserved bytes against the
+cap and raises when they are over it. The profiler
+cannot be read inside backward or inside a custom autograd Function's forward, so the cap is checked in forward,
+outside them: a reversible trunk runs out at the first module after its trunk (the final norm), a recompute in
+backward is not checked.
 
 Use the `fake_cuda` fixture (tests/conftest.py); it installs a `FakeCuda` and undoes it after the test.
 """
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from rev.measure.memory import CpuAllocations
 
@@ -34,6 +49,65 @@ def cpu_allocated_now() -> int:
     return total - size
 
 
+def _is_cuda(device) -> bool:
+    """Whether a `device=` argument names a CUDA device (an int is a CUDA index, as torch reads it)."""
+    if isinstance(device, int) and not isinstance(device, bool):
+        return True
+    return isinstance(device, (str, torch.device)) and torch.device(device).type == "cuda"
+
+
+def _on_cpu(device):
+    return torch.device("cpu") if _is_cuda(device) else device
+
+
+FACTORIES = (torch.empty, torch.zeros, torch.ones)   # the factories that ask the fake device for room
+
+
+def _requested_bytes(args, kwargs) -> int:
+    """Bytes a factory call asks for: its size (one sequence or several ints) times its dtype's element size."""
+    size = args[0] if args and isinstance(args[0], (tuple, list, torch.Size)) else args
+    return math.prod(kwargs.get("size", size)) * (kwargs.get("dtype") or torch.get_default_dtype()).itemsize
+
+
+class _OnTheCpu(TorchFunctionMode):
+    """Tensors asked for on "cuda" are made on the CPU."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if "device" in kwargs:
+            kwargs["device"] = _on_cpu(kwargs["device"])
+        if func is torch.Tensor.to:
+            args = tuple(_on_cpu(a) for a in args)
+        elif func is torch.Tensor.cuda:
+            return args[0]
+        return func(*args, **kwargs)
+
+
+def _factory(fake: "FakeCuda", real):
+    """`torch.empty` (zeros, ones) that asks the fake device for room first when the tensor is for "cuda": patched
+    in as well as the mode, since torch-function modes are not active in autograd's hooks, where a test runs out."""
+    def make(*args, **kwargs):
+        if _is_cuda(kwargs.get("device")):
+            fake.check_room(_requested_bytes(args, kwargs))
+            kwargs["device"] = torch.device("cpu")
+        return real(*args, **kwargs)
+    return make
+
+
+class _CpuAutocast(torch.autocast):
+    """`torch.autocast("cuda", ...)` on the fake: the CPU's autocast, whose kernels the CPU tensors run."""
+
+    def __init__(self, device_type: str, *args, **kwargs):
+        super().__init__("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+
+class _CpuGradScaler(torch.amp.GradScaler):
+    """`torch.amp.GradScaler("cuda")` on the fake: the CPU's scaler (same rule: skip on inf, halve, grow)."""
+
+    def __init__(self, device: str = "cuda", *args, **kwargs):
+        super().__init__("cpu" if device == "cuda" else device, *args, **kwargs)
+
+
 class FakeCuda:
     """One or more fake GPUs; attribute values can be changed by a test at any time. From `install` to `close` a
     recording of the CPU allocator runs, so every tensor the test allocates counts."""
@@ -49,7 +123,11 @@ class FakeCuda:
         self.empty_cache_calls = 0
         self.set_device_calls: list = []
         self.memory_fraction: float | None = None
+        self.ooms = 0                # out-of-memory errors raised (by a factory or the cap)
         self._rec: CpuAllocations | None = None
+        self._mode: _OnTheCpu | None = None
+        self._cap_hook = None
+        self._in_function = 0        # custom autograd Functions whose forward is running now
         self._since = 0            # events before this index came before the last reset_peak_memory_stats
         self._peak = 0
 
@@ -58,10 +136,10 @@ class FakeCuda:
         return cpu_allocated_now()
 
     def max_memory_allocated(self, device=None) -> int:
-        if torch._C._current_graph_task_id() != -1:
-            # inside backward the profiler cannot be stopped to read its events (it crashes later, at garbage
-            # collection): answer the peak as of the last read, a lower bound (rev.measure.memory reads the
-            # counter there for the forward phase's peak; no test here checks that figure on the fake)
+        if not self._readable():
+            # the profiler cannot be stopped to read its events here (`_readable`): answer the peak as of the last
+            # read, a lower bound (rev.measure.memory reads the counter inside backward for the forward phase's
+            # peak; no test here checks that figure on the fake)
             return self._peak
         now = cpu_allocated_now()
         seen = [total for _, _, total in self._rec.flush()[self._since:]]
@@ -82,9 +160,49 @@ class FakeCuda:
         self.cached_bytes = 0
 
     def close(self) -> None:
+        if self._cap_hook is not None:
+            self._cap_hook.remove()
+            self._cap_hook = None
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
         if self._rec is not None:
             self._rec.stop()
             self._rec = None
+
+    # --- running out of memory -----------------------------------------------------------------------------------
+    def limit_bytes(self) -> int:
+        """What this process may reserve: the device less other processes' memory, and under the cap."""
+        room = self.total_bytes - self.other_processes_bytes
+        return min(room, int(self.memory_fraction * self.total_bytes)) if self.memory_fraction else room
+
+    def _readable(self) -> bool:
+        """Whether the profiler may be read now: not inside backward, nor inside a custom autograd Function's
+        forward (a reversible trunk's), where autograd's own record of the call is open and stopping the profiler
+        crashes it later, at garbage collection."""
+        return torch._C._current_graph_task_id() == -1 and not self._in_function
+
+    def _out_of_memory(self, wanted: int) -> None:
+        self.ooms += 1
+        held = f", {self.memory_allocated() / MIB:.2f} MiB allocated" if self._readable() else ""
+        raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {wanted / MIB:.2f} MiB (fake GPU 0; "
+                                     f"{self.total_bytes / MIB:.0f} MiB total{held}, limit "
+                                     f"{self.limit_bytes() / MIB:.2f} MiB)")
+
+    def check_room(self, wanted: int) -> None:
+        """Raise CUDA's out-of-memory error when `wanted` more bytes do not fit. Where the allocator's count cannot be
+        read, only when `wanted` alone is the whole limit or more (a device's whole memory never fits: CUDA's own
+        context holds some of it)."""
+        if wanted >= self.limit_bytes() or (self._readable() and self.memory_reserved() + wanted > self.limit_bytes()):
+            self._out_of_memory(wanted)
+
+    def _check_cap(self, module, args, output) -> None:
+        """After the forward of each module that has modules inside it (a block, an attention, an MLP, the trunk,
+        the model; not every linear layer, since each reading stops and restarts the profiler), under a cap: over it
+        is out of memory (where it can be read: see `_readable`)."""
+        if self.memory_fraction and self.memory_fraction < 1.0 and next(module.children(), None) is not None \
+                and self._readable() and self.memory_reserved() > self.limit_bytes():
+            self._out_of_memory(0)
 
     # --- devices ---------------------------------------------------------------------------------------------
     def _index(self, device) -> int:
@@ -116,6 +234,10 @@ class FakeCuda:
         self._index(device)
         self.memory_fraction = fraction
 
+    def get_per_process_memory_fraction(self, device=None) -> float:
+        self._index(device)
+        return 1.0 if self.memory_fraction is None else self.memory_fraction
+
     def install(self, monkeypatch: pytest.MonkeyPatch) -> "FakeCuda":
         patches = {
             "is_available": lambda: True, "device_count": lambda: self.count,
@@ -127,8 +249,29 @@ class FakeCuda:
             "get_device_capability": self.get_device_capability, "get_device_name": self.get_device_name,
             "get_device_properties": self.get_device_properties,
             "set_per_process_memory_fraction": self.set_per_process_memory_fraction,
+            "get_per_process_memory_fraction": self.get_per_process_memory_fraction,
         }
         for name, fn in patches.items():
             monkeypatch.setattr(torch.cuda, name, fn)
+        monkeypatch.setattr(torch, "autocast", _CpuAutocast)
+        monkeypatch.setattr(torch.amp, "GradScaler", _CpuGradScaler)
         self._rec = CpuAllocations().start()
+        for real in FACTORIES:
+            monkeypatch.setattr(torch, real.__name__, _factory(self, real))
+        self._mode = _OnTheCpu()
+        self._mode.__enter__()
+        self._cap_hook = torch.nn.modules.module.register_module_forward_hook(self._check_cap)
+        monkeypatch.setattr(torch.autograd.Function, "apply", classmethod(self._counted(torch.autograd.Function)))
         return self
+
+    def _counted(self, function_class):
+        """`Function.apply` that counts the forwards running now (see `_check_cap`)."""
+        real = function_class.__dict__["apply"].__func__
+
+        def apply(cls, *args, **kwargs):
+            self._in_function += 1
+            try:
+                return real(cls, *args, **kwargs)
+            finally:
+                self._in_function -= 1
+        return apply

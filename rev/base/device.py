@@ -7,15 +7,19 @@ capability. T4-class GPUs get fp16 autocast with a GradScaler; the CPU computes 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Iterator
 
 import torch
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# GiB of GPU memory this process may use, when set: a larger GPU then runs as a smaller one would (the caching
+# allocator's per-process cap). `REV_GPU_MEMORY_GIB=15 python -m rev workbook --profile t4` rehearses a T4's memory
+# on a larger GPU; `python -m rev gpucheck --notebooks` runs notebooks so.
+MEMORY_CAP_ENV = "REV_GPU_MEMORY_GIB"
 
 
-def pick_device(name: str = "auto") -> torch.device:
-    """`auto` -> cuda when available, else cpu; a name that is not a usable cpu or cuda device raises ValueError."""
+def _named_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -30,6 +34,33 @@ def pick_device(name: str = "auto") -> torch.device:
         raise ValueError(f"device {name!r}: only {torch.cuda.device_count()} CUDA GPU(s) visible "
                          f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
     return dev
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """`auto` -> cuda when available, else cpu; a name that is not a usable cpu or cuda device raises ValueError. A
+    CUDA device gets the memory cap `REV_GPU_MEMORY_GIB` asks for, if any (`apply_memory_cap`)."""
+    dev = _named_device(name)
+    if dev.type == "cuda":
+        apply_memory_cap(dev)
+    return dev
+
+
+def apply_memory_cap(dev: torch.device) -> None:
+    """Cap this process's CUDA allocator on `dev` at `REV_GPU_MEMORY_GIB` GiB when that is set (never above the
+    device); a value that is not a positive number raises ValueError."""
+    text = os.environ.get(MEMORY_CAP_ENV, "").strip()
+    if not text:
+        return
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = float("nan")
+    if not gib > 0:
+        raise ValueError(f"{MEMORY_CAP_ENV}={text!r}: give the GPU memory to use as a positive number of GiB "
+                         f"(15 for a T4), or unset it to use the whole GPU")
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, gib * 2**30 / total), index)
 
 
 def amp_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:

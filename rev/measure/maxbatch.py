@@ -153,16 +153,30 @@ def measured_slices(cfg: GPTConfig, batch: int, device: torch.device, dtype, bud
 def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
     """`fraction` of what a CUDA device can give a new training step now: the driver's free memory plus what this
     process's caching allocator holds in reserve without using it (blocks freed by earlier probes or models; they
-    serve new tensors before the driver is asked). Tensors this process still holds (another model, its AdamW
-    state) are not available and not counted; memory held by other processes (another kernel's CUDA context and
-    cache, say a notebook's driver) is already missing from the free figure.
+    serve new tensors before the driver is asked), and never more than the process's cap allows
+    (`torch.cuda.set_per_process_memory_fraction`, how a larger GPU stands in for a 15 GiB T4: the driver's free
+    figure does not know the cap). Tensors this process still holds (another model, its AdamW state) are not
+    available and not counted; memory held by other processes (another kernel's CUDA context and cache, say a
+    notebook's driver) is already missing from the free figure.
 
     What it ignores, and `fraction` leaves room for: fragmentation (a cached block may be free yet too small for
     one large tensor), memory the step takes outside the caching allocator (this process's CUDA context, cuBLAS
     and cuDNN handles), and whatever other processes allocate while the search runs."""
-    free, _ = torch.cuda.mem_get_info(dev)
-    unused_cache = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
-    return int(fraction * (free + max(0, unused_cache)))
+    free, total = torch.cuda.mem_get_info(dev)
+    allocated = torch.cuda.memory_allocated(dev)
+    unused_cache = torch.cuda.memory_reserved(dev) - allocated
+    available = free + max(0, unused_cache)
+    return int(fraction * min(available, memory_cap(dev, total) - allocated))
+
+
+def memory_cap(dev: torch.device, total: int | None = None) -> int:
+    """Bytes this process's caching allocator may hold on `dev`: the device's total under the per-process cap
+    (`set_per_process_memory_fraction`; a torch without `get_per_process_memory_fraction` cannot tell it, and then
+    the total is the answer)."""
+    total = torch.cuda.mem_get_info(dev)[1] if total is None else total
+    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    return int((1.0 if get_fraction is None else get_fraction(index)) * total)
 
 
 def available_bytes(dev: torch.device) -> int | None:
@@ -218,7 +232,7 @@ def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record
 
 def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str = "auto", precision: str = "auto",
                    start: int = 1, limit: int = 1 << 16, progress: bool = True, cuda_fraction: float = 0.9,
-                   guess: bool = False, max_probes: int | None = None) -> MaxBatch:
+                   guess: bool = False, max_probes: int | None = None, check_free: bool = True) -> MaxBatch:
     """Largest batch in [1, limit] whose measured step peak is <= budget (see module docstring), in at most
     `max_probes` measured probes when given (`largest_fitting`: then the largest batch that fitted). With `guess`,
     the steps at `start` and `2 * start` are measured first and the search gallops from the batch their straight
@@ -234,7 +248,8 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
     if budget_bytes <= floor:
         raise ValueError(f"budget {budget_bytes / 2**20:.1f} MiB is smaller than the model itself "
                          f"({floor / 2**20:.1f} MiB for parameters, gradients and Adam state): raise the budget")
-    check_budget(budget_bytes, dev)
+    if check_free:   # False: a budget above what is free, so only a real out-of-memory ends the search
+        check_budget(budget_bytes, dev)
     result = MaxBatch(cfg.trunk, 0, budget_bytes)
     record = lambda b, peak, fits: result.probes.append(Probe(b, peak, fits))  # noqa: E731
     # on a GPU "auto" slices only as far as memory forces it, so a batch fits when its thinnest slicing does; the

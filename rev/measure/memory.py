@@ -228,6 +228,31 @@ class StepMemory:
     activation_bytes: int  # what the step holds above the static part at its peak (see training_step_memory)
 
 
+def saved_tensors_seen(on_pack: Callable[[Tensor], None] = lambda t: None,
+                       on_unpack: Callable[[Tensor], None] = lambda t: None,
+                       ) -> torch.autograd.graph.saved_tensors_hooks:
+    """`torch.autograd.graph.saved_tensors_hooks` that show every tensor autograd saves (`on_pack(t)`) and gets back
+    for backward (`on_unpack(t)`) without changing what backward computes.
+
+    The pack hook stores `t.detach()`, never `t` itself. Autograd keeps what the pack hook returns inside the graph
+    node, and a tensor saved as the output of its own node (scaled-dot-product attention's, tanh's, a custom
+    Function's) would then hold that node while the node holds it: a cycle through C++ that the garbage collector
+    cannot see. A backward that runs to its end breaks it; a step that raises part-way (a max-batch probe out of
+    memory in forward or backward) or a forward measured without a backward never does, and its whole graph stays
+    allocated. The detached tensor has the same storage and version counter, so backward gets the same values and
+    gradients are bit-identical (tests/engine/test_probe_leaks.py); it has no graph of its own, so a double backward
+    (`create_graph=True`) cannot run through a step measured this way."""
+    def pack(t: Tensor) -> Tensor:
+        on_pack(t)
+        return t.detach()
+
+    def unpack(t: Tensor) -> Tensor:
+        on_unpack(t)
+        return t
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+
 class _ForwardPeak:
     """The most a call had added when its backward began: the first time autograd unpacks a saved tensor (the
     loss's own backward) ends forward. On CUDA the allocator's running maximum is read there. On CPU the
@@ -245,11 +270,11 @@ class _ForwardPeak:
             self._start = torch.cuda.memory_allocated(self.device)   # after peak_memory's reset
         else:
             self._rec = CpuAllocations().start()
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, self._unpack)
+        self._hooks = saved_tensors_seen(on_unpack=self._unpack)
         self._hooks.__enter__()
         return self
 
-    def _unpack(self, t: Tensor) -> Tensor:
+    def _unpack(self, t: Tensor) -> None:
         if not self._marked:
             self._marked = True
             if self.device.type == "cuda":
@@ -257,7 +282,6 @@ class _ForwardPeak:
             else:
                 del_me = torch.empty(self.MARKER_BYTES, dtype=torch.uint8)
                 del del_me
-        return t
 
     def __exit__(self, *exc) -> None:
         self._hooks.__exit__(*exc)

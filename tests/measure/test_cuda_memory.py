@@ -30,6 +30,27 @@ def test_the_fake_counters_follow_real_tensors(fake_cuda):
     assert torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated() == pytest.approx(8 * MIB, abs=SLACK)
 
 
+def test_the_double_runs_the_cuda_path_on_the_cpu_and_runs_out_of_memory_as_a_gpu_does(fake_cuda):
+    """"cuda" tensors are CPU tensors, autocast and GradScaler on "cuda" are the CPU's; an allocation over the room
+    left raises CUDA's error before allocating; under a cap, a module whose forward leaves the process over it."""
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64)).to("cuda")
+    x = torch.randn(8, 64).to(torch.device("cuda"), non_blocking=True)
+    assert next(model.parameters()).device.type == x.device.type == torch.zeros(2, device="cuda").device.type == "cpu"
+    with torch.autocast("cuda", dtype=torch.float16):
+        assert model(x).dtype == torch.float16
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 4)
+    scaler.scale(model(x).sum()).backward()
+    assert scaler.get_scale() == 16.0
+    with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate 16384.00 MiB"):
+        torch.empty(16 * 2**30, dtype=torch.uint8, device="cuda")
+    big = torch.nn.Sequential(torch.nn.Linear(64, 4096)).to("cuda")     # its output: 8 x 4096 floats, 128 KiB
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_allocated() + 64 * 1024) / fake_cuda.total_bytes, 0)
+    assert big[0](x).numel()                                           # a single layer is not checked
+    with pytest.raises(torch.OutOfMemoryError):
+        big(x)                                                         # the block it sits in is
+    assert fake_cuda.ooms == 2
+
+
 def test_cuda_peak_counts_what_the_call_adds_on_top_of_its_live_state(fake_cuda):
     """On a GPU `max_memory_allocated` is the whole process's: an earlier model held elsewhere must not count."""
     earlier_model = torch.empty(32 * MIB, dtype=torch.uint8)   # another model the notebook still holds
@@ -80,6 +101,23 @@ def test_budget_is_free_memory_plus_the_unused_cache_not_other_tensors(fake_cuda
     assert maxbatch.cuda_budget(torch.device("cuda"), 0.5) == pytest.approx(budget / 2, abs=SLACK)
     del held
 
+
+
+def test_under_a_cap_the_budget_is_what_the_cap_leaves(fake_cuda):
+    """A 15 GiB cap on a 16 GiB device (a T4 emulated on a larger GPU): the driver's free memory does not know the
+    cap, so the budget must come from the cap, less what this process holds; without a cap, from the free memory."""
+    fake_cuda.other_processes_bytes = 0
+    held = torch.empty(64 * MIB, dtype=torch.uint8)
+    allocated = torch.cuda.memory_allocated()
+    free_budget = maxbatch.cuda_budget(torch.device("cuda"), fraction=1.0)
+    torch.cuda.set_per_process_memory_fraction(15 / 16, 0)
+    assert maxbatch.memory_cap(torch.device("cuda")) == 15 * 2**30
+    capped = maxbatch.cuda_budget(torch.device("cuda"), fraction=1.0)
+    assert capped == pytest.approx(15 * 2**30 - allocated, abs=SLACK)
+    assert free_budget == pytest.approx(16 * 2**30 - allocated, abs=SLACK)
+    torch.cuda.set_per_process_memory_fraction(0.5, 0)          # a cap below the free memory binds
+    assert maxbatch.cuda_budget(torch.device("cuda"), 0.9) == pytest.approx(0.9 * (8 * 2**30 - allocated), abs=SLACK)
+    del held
 
 OOMS = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
         RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported"),
@@ -134,3 +172,22 @@ def test_training_step_memory_is_the_same_figure_on_both_paths(fake_cuda):
     cpu = training_step_memory(model, opt, step, "cpu")
     assert cuda.static_bytes == cpu.static_bytes
     assert cuda.peak_bytes == pytest.approx(cpu.peak_bytes, rel=0.02)
+
+
+def test_rev_gpu_memory_gib_caps_the_allocator_when_a_cuda_device_is_picked(fake_cuda, monkeypatch):
+    """How a kernel started by the workbook runs capped (gpucheck --notebooks; a T4 rehearsed on a larger GPU)."""
+    from rev.base.device import pick_device
+
+    pick_device("cuda")
+    assert fake_cuda.memory_fraction is None                  # unset: the whole device
+    monkeypatch.setenv("REV_GPU_MEMORY_GIB", "2")
+    pick_device("cpu")
+    assert fake_cuda.memory_fraction is None                  # only a CUDA device is capped
+    assert pick_device("auto").type == "cuda" and fake_cuda.memory_fraction == pytest.approx(2 / 16)
+    monkeypatch.setenv("REV_GPU_MEMORY_GIB", "40")            # more than the device: the whole device
+    pick_device("cuda:0")
+    assert fake_cuda.memory_fraction == 1.0
+    for bad in ("two", "0", "-1", "nan"):
+        monkeypatch.setenv("REV_GPU_MEMORY_GIB", bad)
+        with pytest.raises(ValueError, match="positive number of GiB"):
+            pick_device("cuda")

@@ -1,6 +1,8 @@
 """`python -m rev gpucheck`: refuses on a machine without CUDA unless asked for its CPU doubles; every row that
 can run on a CPU runs on every available device here, passes, and fails when the promise it checks is broken."""
 import contextlib
+import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,7 @@ import torch
 
 from rev.__main__ import main
 from rev.training import gpucheck
+from rev.base.files import read_json, write_json
 from rev.base.profiles import PROFILES
 
 pytestmark = pytest.mark.cuda  # the CUDA path (or its double): in the GPU selection
@@ -41,6 +44,7 @@ def test_twin_gap_catches_a_backward_without_autocast_replay(monkeypatch):
 
 
 def test_training_rows_fall_back_to_a_named_synthetic_corpus(tmp_path):
+    assert gpucheck.check_profile(tmp_path, "smoke") == ("smoke", "synthetic-smoke")   # training prepares it
     name, corpus = gpucheck.check_profile(tmp_path)
     try:
         assert name == "t4-synthetic" and "synthetic" in corpus
@@ -63,7 +67,8 @@ def test_table_lists_every_row():
 
 # --- the rows that also run on a CPU (each once per available device) ------------------------------------------
 
-CPU = torch.device("cpu")
+CPU, CUDA = torch.device("cpu"), torch.device("cuda")   # CUDA: the double's, in tests that take `fake_cuda`
+TINY = gpucheck.Sizes.tiny()
 
 
 def _dtype(device: str) -> torch.dtype:
@@ -107,13 +112,20 @@ def test_fixed_stream_row_is_bit_exact(device):
     assert row.verdict == "pass" and row.figure.count("0.0e+00") == 2, row
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_oom_inside_the_reversible_backward_is_a_miss(device):
-    def run_out() -> None:   # cuBLAS's kind: a plain RuntimeError (on CUDA the row allocates for real)
-        raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasSgemm( handle, ...)`")
+def test_the_leak_row_fails_on_a_pack_hook_that_keeps_the_tensor(fake_cuda, monkeypatch, quick_collections):
+    """The measurement as it was before the fix (its saved-tensor hook stored the tensor itself): the stored trunk's
+    probes leak in forward and in backward, the reversible one's in backward (the row passes on the fixed code in
+    the whole table below). Two trunks here, to keep it short."""
+    import rev.measure.memory as M
 
-    row = gpucheck.oom_backward_row(torch.device(device), None if device == "cuda" else run_out)
-    assert row.verdict == "pass" and "ran out in backward" in row.figure and "freed" in row.figure, row
+    monkeypatch.setattr(gpucheck, "LEAK_TRUNKS", ("residual", "midpoint_rev"))
+    monkeypatch.setattr(M, "saved_tensors_seen",
+                        lambda on_pack=None, on_unpack=lambda t: None: torch.autograd.graph.saved_tensors_hooks(
+                            lambda t: t, lambda t: on_unpack(t) or t))
+    row = gpucheck.probe_leak_row(CUDA, TINY)
+    assert row.verdict == "FAIL", row
+    assert row.figure.split("failed: ")[1].split(";")[0] == "residual forward, residual backward, midpoint_rev backward"
+    assert fake_cuda.ooms == 4     # each probe really ran out: an allocation larger than the double's device
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -143,44 +155,29 @@ def test_training_verdict_asks_for_more_than_ln_v(smoke_data):
 
 def test_without_cuda_the_gpu_rows_skip_and_the_doubles_run(monkeypatch):
     ran = []
+    stub = lambda *a, _n, **k: ran.append(_n) or gpucheck.Row(_n, "pass", "", 1.0)  # noqa: E731
     for name in ("grad_rows", "layout_row", "head_row", "scaler_skip_row", "fixed_recon_row", "flat_memory_row",
-                 "relative_memory_row", "oom_row", "oom_backward_row", "resume_row", "bench_rows",
-                 "max_batch_rows", "slicing_rows", "train_rows"):
-        monkeypatch.setattr(gpucheck, name, lambda *a, _n=name, **k: ran.append(_n) or gpucheck.Row(_n, "pass", "", 1.0))
+                 "relative_memory_row", "probe_leak_row", "oom_row", "resume_row", "bench_rows", "train_rows"):
+        monkeypatch.setattr(gpucheck, name, lambda *a, _n=name, **k: stub(_n=_n))
+    for name in ("max_batch_row", "train_row", "speed_row"):
+        monkeypatch.setattr(gpucheck.T4Emulation, name, lambda self, *a, _n=name: stub(_n=_n))
     rows = gpucheck.gpucheck(CPU, Path("data"))
-    gpu_only = {"oom_row", "bench_rows", "max_batch_rows", "slicing_rows", "train_rows"}
-    assert len(rows) == 14 and set(ran).isdisjoint(gpu_only)
-    assert [r.verdict for r in rows].count("skip") == 5
+    gpu_only = {"oom_row", "bench_rows", "max_batch_row", "train_row", "speed_row", "train_rows"}
+    assert len(rows) == 20 and set(ran).isdisjoint(gpu_only) and "probe_leak_row" in ran
+    assert [r.verdict for r in rows].count("skip") == 11
     assert all("needs a CUDA GPU" in r.figure for r in rows if r.verdict == "skip")
-    assert any("1,024-row slices" in r.figure for r in rows if r.verdict == "skip")
+    assert all(r.left_mib is None for r in rows)          # a CPU's allocator keeps no such count
 
 
-def test_the_slicing_rows_set_the_planned_step_beside_forced_slices_and_the_budget(monkeypatch):
-    """The rows' arithmetic on made-up searches and timings (the figures themselves need a GPU)."""
-    from rev.measure.maxbatch import MaxBatch
-    from rev.measure.slicing import SlicePlan
-
-    found = {"residual": MaxBatch("residual", 20, 10 * 2**30),
-             "midpoint_rev": MaxBatch("midpoint_rev", 400, 10 * 2**30, slicing=SlicePlan(400, 100, 4, "fits"))}
-    monkeypatch.setattr(gpucheck, "_assignment_max_batches", lambda device: found)
-    speed = {(400, 100): 40_000.0, (400, 2): 10_000.0, (20, "auto"): 20_000.0, (16, "auto"): 8_000.0}
-
-    def bench_trunks(geometry, batch, trunks, batch_slices, **kw):
-        return {"runs": [{"trunk": trunks[0], "tokens_per_s": speed[(batch, s)], "peak_bytes": 9 * 2**30}
-                         for s in batch_slices]}
-
-    monkeypatch.setattr(gpucheck, "bench_trunks", bench_trunks)
-    rows = {r.check: r for r in gpucheck.slicing_rows(CPU)}
-    assert rows["midpoint_rev at max batch 400: planned vs 2-sequence slices"].figure.endswith(": 4.00x")
-    assert "4 slices of 100 sequences" in rows["midpoint_rev at max batch 400: planned vs 2-sequence slices"].figure
-    assert rows["midpoint_rev at max batch vs residual at its own"].figure.endswith(": 2.00x")
-    assert rows["midpoint_rev time per token, batch 400 vs 16"].figure.endswith(": 0.20x")
-    assert rows["midpoint_rev planned step within the budget"].verdict == "pass"
-    speed_over = dict(found)
-    speed_over["midpoint_rev"] = MaxBatch("midpoint_rev", 400, 8 * 2**30, slicing=SlicePlan(400, 100, 4, "fits"))
-    monkeypatch.setattr(gpucheck, "_assignment_max_batches", lambda device: speed_over)
-    assert {r.check: r for r in gpucheck.slicing_rows(CPU)}[
-        "midpoint_rev planned step within the budget"].verdict == "FAIL"
+def test_speed_figures_compare_each_trunk_to_residual_round_by_round():
+    """Made-up step times: midpoint_rev's batch is 10x residual's and its steps 5x as long, so 2x the tokens/s in
+    every round; reveuler_rev's rounds swing with the load residual also saw, so its ratio stays 1x exactly."""
+    times = {"residual": [1.0, 2.0, 1.0, 4.0], "midpoint_rev": [5.0, 10.0, 5.0, 20.0],
+             "reveuler_rev": [2.0, 4.0, 2.0, 8.0]}
+    text = gpucheck.speed_figures(times, {"residual": 10, "midpoint_rev": 100, "reveuler_rev": 20}, 512)
+    assert text.startswith("median [quartiles] of 4 interleaved rounds: residual 3,840 [2,240-5,120] at 10;")
+    assert "midpoint_rev 7,680 [4,480-10,240] at 100: 2.00x residual (95% interval 2.00-2.00)" in text
+    assert "reveuler_rev 3,840 [2,240-5,120] at 20: 1.00x residual (95% interval 1.00-1.00)" in text
 
 
 def test_the_oom_row_caps_the_allocator_by_index_and_always_lifts_the_cap(fake_cuda, monkeypatch):
@@ -194,5 +191,117 @@ def test_the_oom_row_caps_the_allocator_by_index_and_always_lifts_the_cap(fake_c
 
     monkeypatch.setattr(gpucheck, "find_max_batch", failing_search)
     with pytest.raises(RuntimeError, match="the search broke"):
-        gpucheck.oom_row(torch.device("cuda"))
+        gpucheck.oom_row(torch.device("cuda"), TINY)
     assert fake_cuda.memory_fraction == 1.0             # lifted: later rows see the whole device
+
+
+# --- every row on the CUDA double (tests/fake_cuda.py): "cuda" tensors on the CPU, its allocator's counters ---------
+
+
+@pytest.mark.slow
+def test_every_row_runs_on_the_cuda_double_and_gives_its_memory_back(fake_cuda, smoke_data, quick_collections):
+    rows = gpucheck.gpucheck(CUDA, smoke_data, sizes=TINY)
+    by_check = {r.check: r for r in rows}
+    skipped = {r.check for r in rows if r.verdict == "skip"}
+    assert skipped == {"gradients bf16 autocast", "notebooks 04-06 (smoke) under a capped budget"}, skipped
+    assert "capability 7.5" in by_check["gradients bf16 autocast"].figure       # the double is a T4
+    for r in rows:
+        if r.verdict == "skip":
+            continue
+        assert r.left_mib is not None and r.left_mib * 2**20 <= TINY.left_limit, r
+        if r.check.startswith("train ") and " steps" in r.check:   # 20 smoke steps: the verdict follows the rule
+            val, unigram = (float(r.figure.split(k)[1].split()[0].strip("(),;")) for k in ("val", "unigram"))
+            assert r.verdict == ("pass" if val < unigram - gpucheck.UNIGRAM_MARGIN else "FAIL"), r
+        else:
+            assert r.verdict in ("pass", "info"), r
+    for trunk in gpucheck.T4_TRUNKS:
+        found = by_check[f"T4 max batch {trunk}"]
+        assert "cap" in found.figure and "probes" in found.figure
+        trained = next(r for r in rows if r.check.startswith(f"T4 train {trunk} at batch "))
+        assert "fp16 steps" in trained.figure and "scale 2^" in trained.figure
+    assert by_check["T4 tokens/s at each max batch"].figure.count("x residual (95% interval") == 2
+    assert fake_cuda.memory_fraction == 1.0                    # every cap lifted
+
+
+def test_a_row_that_leaves_memory_allocated_fails(fake_cuda):
+    kept = []
+
+    def keeps(mib: float):
+        def row() -> gpucheck.Row:
+            kept.append(torch.empty(int(mib * 2**20), dtype=torch.uint8, device="cuda"))
+            return gpucheck.Row("keeps", "pass", "measured", 0.0)
+        return row
+
+    [small] = gpucheck._timed(keeps(12), "keeps", CUDA)                 # under the 16 MiB limit
+    [large] = gpucheck._timed(keeps(20), "keeps", CUDA)
+    assert small.verdict == "pass" and 11.9 < small.left_mib < 12.1, small
+    assert large.verdict == "FAIL" and "20.0 MiB left allocated (limit 16.0 MiB)" in large.figure, large
+    [broken] = gpucheck._timed(lambda: 1 / 0, "broken", CUDA)          # an error is a row, memory still counted
+    assert broken.verdict == "FAIL" and "ZeroDivisionError" in broken.figure and broken.left_mib is not None
+
+
+def test_the_t4_rows_run_in_fp16_only_and_a_step_over_the_budget_fails(fake_cuda, smoke_data, monkeypatch,
+                                                                      quick_collections):
+    """No false failures: on a GPU whose own precision is bf16 (the double made an H100) every T4 row measures in
+    fp16, the precision its batch was found in (nothing in fp32 or bf16 at a batch found under fp16); and the
+    training row holds the step to the search's budget. Two of the trunks, to keep it short."""
+    from rev.measure import bench
+
+    fake_cuda.capability, fake_cuda.name = (9, 0), "NVIDIA H100"
+    monkeypatch.setattr(gpucheck, "T4_TRUNKS", ("residual", "reveuler_rev"))
+    dtypes, precisions = [], []
+    for module in (bench, gpucheck):
+        real = module.make_training_step
+        monkeypatch.setattr(module, "make_training_step",
+                            lambda cfg, batch, device, dtype, *a, _real=real, **k:
+                            dtypes.append(dtype) or _real(cfg, batch, device, dtype, *a, **k))
+    real_train = gpucheck.train
+    monkeypatch.setattr(gpucheck, "train", lambda cfg: precisions.append(cfg.precision) or real_train(cfg))
+    t4 = gpucheck.T4Emulation(CUDA, smoke_data, TINY)
+    rows = [t4.max_batch_row(t) for t in gpucheck.T4_TRUNKS] + [t4.train_row("residual"), t4.speed_row()]
+    assert all(r.verdict in ("pass", "info") for r in rows), rows
+    assert dtypes and set(dtypes) == {torch.float16} and precisions == ["fp16"]
+    t4.found["residual"] = replace(t4.found["residual"], budget_bytes=t4.found["residual"].budget_bytes // 2)
+    over = t4.train_row("residual")
+    assert over.verdict == "FAIL" and "peak over the budget" in over.figure, over
+
+
+def _workbook_stand_in(device: str, budget: int, seen: dict):
+    """What `run_workbook` leaves behind for notebooks 04-06: one run summary per run, notebook 06's searches."""
+    def run(profile, out, results, data_dir, only, progress):
+        from rev.base.device import pick_device
+
+        seen["env"], seen["notebooks"] = os.environ.get("REV_GPU_MEMORY_GIB"), list(only)
+        pick_device("cuda")                       # what a kernel does first: the cap comes from the environment
+        seen["fraction"] = torch.cuda.get_per_process_memory_fraction(0)
+        for name in ("baseline", "reversible"):
+            write_json(Path(results) / profile / name / "summary.json", {"device": device})
+        write_json(Path(results) / profile / "maxbatch.json",
+                   {"budget_bytes": budget, "residual": {"budget_bytes": budget, "batch": 9}})
+        return [Path(out) / f"{n}.ipynb" for n in only]
+    return run
+
+
+def test_the_notebooks_row_runs_04_to_06_capped_on_cuda(fake_cuda):
+    seen: dict = {}
+    row = gpucheck.notebooks_row(CUDA, 2, _workbook_stand_in("Tesla T4 (cuda), float16 compute", 2**30, seen))
+    assert row.verdict == "pass" and "3 of 3 notebooks ran; 2 of 2 runs on CUDA" in row.figure, row
+    assert seen["env"] == "2" and seen["notebooks"] == list(gpucheck.NOTEBOOKS)
+    assert seen["fraction"] == pytest.approx(2 / 16)              # 2 GiB of the double's 16
+    assert "REV_GPU_MEMORY_GIB" not in os.environ
+    for device, budget in (("CPU (cpu), fp32 compute", 2**30), ("Tesla T4 (cuda), float16 compute", 3 * 2**30)):
+        assert gpucheck.notebooks_row(CUDA, 2, _workbook_stand_in(device, budget, {})).verdict == "FAIL"
+
+
+def test_the_command_refuses_a_memory_cap_of_its_own_and_writes_left_memory_to_json(tmp_path, monkeypatch):
+    monkeypatch.setenv("REV_GPU_MEMORY_GIB", "15")
+    with pytest.raises(SystemExit, match="REV_GPU_MEMORY_GIB is set"):
+        main(["gpucheck", "--device", "cpu"])
+    monkeypatch.delenv("REV_GPU_MEMORY_GIB")
+    asked = {}
+    monkeypatch.setattr(gpucheck, "gpucheck", lambda device, data_dir, reversible, steps, notebooks: asked.update(
+        notebooks=notebooks) or [gpucheck.Row("a", "pass", "x", 1.0, 0.25)])
+    assert main(["gpucheck", "--device", "cpu", "--notebooks", "--json", str(tmp_path / "g.json")]) == 0
+    assert asked == {"notebooks": True}
+    assert read_json(tmp_path / "g.json")["rows"] == [{"check": "a", "verdict": "pass", "figure": "x", "seconds": 1.0,
+                                                      "left_mib": 0.25}]

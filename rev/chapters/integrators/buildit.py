@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from ...core.integrators import Integrator, RevEuler
 from ...core.reversible import reversible_trunk, run_forward, run_inverse, state_error
 from ...core.streams import STREAMS, get_stream
-from ...measure.memory import training_step_memory
+from ...measure.memory import saved_tensors_seen, training_step_memory
 from ..shared import palette
 
 GRAD_RTOL = 1e-6     # float64 gradients of the memory-free Function vs the stored twin
@@ -268,13 +268,13 @@ def saved_tensor_bytes(trunk: Callable, blocks: Sequence[nn.Module], x: Tensor, 
     params = {p.untyped_storage().data_ptr() for p in block_params(blocks)}
     saved: dict[int, int] = {}
 
-    def pack(t: Tensor) -> Tensor:
+    def pack(t: Tensor) -> None:
         ptr = t.untyped_storage().data_ptr()
         if ptr not in params:
             saved[ptr] = t.untyped_storage().nbytes()
-        return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    # (`saved_tensors_seen` keeps nothing of the forward alive once it is dropped: no backward runs here)
+    with saved_tensors_seen(on_pack=pack):
         trunk(blocks, x, h)
     return sum(saved.values())
 

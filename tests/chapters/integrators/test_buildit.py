@@ -2,6 +2,7 @@
 twin, the fixed stream's exact inverse, memory flat against linear, and the notebook's own solution cell."""
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import matplotlib
@@ -57,6 +58,21 @@ def test_memory_is_flat_for_the_function_and_linear_for_the_stored_twin():
     assert twin.saved_bytes[8] >= 3.5 * twin.saved_bytes[2]
     assert free.activation_bytes[8] <= 1.05 * free.activation_bytes[2], free
     assert twin.activation_bytes[8] >= 2 * twin.activation_bytes[2], twin
+
+
+def _tensors_alive() -> int:
+    gc.collect()
+    return sum(isinstance(o, torch.Tensor) for o in gc.get_objects())
+
+
+@pytest.mark.parametrize("name", list(buildit.TRUNKS))
+def test_measuring_the_saved_tensors_keeps_none_of_them_alive(name, trunk):
+    """The forward is measured and dropped without a backward: its graph must go with it (a pack hook that keeps the
+    tensor itself ties a tensor saved as its own node's output, tanh's, into a cycle through C++ that never goes)."""
+    blocks, x = trunk
+    before = _tensors_alive()
+    assert buildit.saved_tensor_bytes(buildit.TRUNKS[name], blocks, x, 0.5) > 0
+    assert _tensors_alive() == before
 
 
 @pytest.mark.parametrize("name", ["swap the inverse updates", "keep every state"])
