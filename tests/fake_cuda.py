@@ -85,7 +85,7 @@ class _OnTheCpu(TorchFunctionMode):
 
 def _factory(fake: "FakeCuda", real):
     """`torch.empty` (zeros, ones) that asks the fake device for room first when the tensor is for "cuda": patched
-    in as well as the mode, since torch-function modes are not active in autograd's hooks, where a test runs out."""
+    in as well as the mode, which does not reach the hooks autograd runs in backward (where a test runs out)."""
     def make(*args, **kwargs):
         if _is_cuda(kwargs.get("device")):
             fake.check_room(_requested_bytes(args, kwargs))

@@ -135,8 +135,9 @@ def measure_probe(run: Callable[[], int], budget: int, device: torch.device) -> 
     return peak, peak <= budget
 
 
-def _measure(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int) -> tuple[int | None, bool]:
-    """(peak bytes, fits) of one probe of `cfg` at `batch` (see `measure_probe`)."""
+def measure_config(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int) -> tuple[int | None, bool]:
+    """(peak bytes, fits) of one probe of `cfg` at `batch`: what every probe of the searches here measures (see
+    `measure_probe`)."""
     return measure_probe(lambda: step_peak(cfg, batch, device, dtype), budget, device)
 
 
@@ -146,7 +147,8 @@ def measured_slices(cfg: GPTConfig, batch: int, device: torch.device, dtype, bud
     if not planned_by_probes(cfg, device.type):
         return plan_slices(cfg, batch, device.type)
     budget = cuda_budget(device) if budget is None else budget
-    fits = lambda s: _measure(dataclasses.replace(cfg, batch_slice=s), batch, device, dtype, budget)[1]  # noqa: E731
+    fits = lambda s: measure_config(  # noqa: E731
+        dataclasses.replace(cfg, batch_slice=s), batch, device, dtype, budget)[1]
     return plan_slices(cfg, batch, device.type, fits)
 
 
@@ -255,7 +257,7 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
     # on a GPU "auto" slices only as far as memory forces it, so a batch fits when its thinnest slicing does; the
     # slicing the step needs at the batch found is then planned (and measured) once, below
     probe_cfg = dataclasses.replace(cfg, batch_slice=1) if planned_by_probes(cfg, dev.type) else cfg
-    measure = lambda b: _measure(probe_cfg, b, dev, dtype, budget_bytes)  # noqa: E731
+    measure = lambda b: measure_config(probe_cfg, b, dev, dtype, budget_bytes)  # noqa: E731
     if guess:
         start = _line_guess(measure, record, max(1, start), limit, budget_bytes)
     result.batch = _search(f"max batch {cfg.trunk}", measure, record, start, limit, progress, gallop=guess,
@@ -292,7 +294,8 @@ def find_max_depth(cfg: GPTConfig, batch: int, budget_bytes: int, max_layers: in
     dtype = amp_dtype(dev, precision)
     check_budget(budget_bytes, dev)
     result = MaxDepth(cfg.trunk, 0, batch, budget_bytes, max_layers)
-    measure = lambda n: _measure(dataclasses.replace(cfg, n_layer=n), batch, dev, dtype, budget_bytes)  # noqa: E731
+    measure = lambda n: measure_config(  # noqa: E731
+        dataclasses.replace(cfg, n_layer=n), batch, dev, dtype, budget_bytes)
     result.n_layer = _search(f"deepest {cfg.trunk}", measure,
                              lambda n, peak, fits: result.probes.append(DepthProbe(n, peak, fits)),
                              cfg.n_layer, max_layers, progress, max_probes=max_probes)

@@ -10,7 +10,7 @@ here they meet CUDA's kernels and allocator. Each row is one check (pass / FAIL 
 * a GradScaler step that overflows is skipped, the scale halves, training resumes; the fixed-point stream
   rebuilds the trunk's input bit for bit on the device;
 * memory: activations flat in depth, a step's peak independent of other models held;
-* the leak regression: the max-batch search's own probe (`maxbatch._measure`) made to run out of memory in the
+* the leak regression: the max-batch search's own probe (`maxbatch.measure_config`) made to run out of memory in the
   middle of forward and as backward begins, for a stored, a checkpointed and both reversible trunks, must be a
   miss and free everything it allocated; the search with the allocator capped and no byte budget of its own
   stops at a real out-of-memory and returns a batch;
@@ -78,7 +78,7 @@ from ..data.corpus import profile_folder
 from ..base.device import MEMORY_CAP_ENV, amp_dtype, autocast, describe, pick_device
 from ..base.files import read_json, write_json
 from ..measure.ledger import static_bytes
-from ..measure.maxbatch import MaxBatch, _measure, find_max_batch
+from ..measure.maxbatch import MaxBatch, find_max_batch, measure_config
 from ..measure.memory import training_step_memory
 from ..base.profiles import PROFILES, get_profile
 from ..measure.slicing import as_planned
@@ -403,10 +403,10 @@ def _run_out(device: torch.device) -> Callable[[], None]:
 
 
 def failing_probe(cfg: GPTConfig, batch: int, device: torch.device, dtype, where: str) -> dict:
-    """One probe of the max-batch search (`maxbatch._measure`, what `find_max_batch` calls) that runs out of memory
-    `where`: "forward" at the MLP call of the middle layer (the (L//2+1)-th MLP call), "backward" as the first MLP's
-    backward begins (a reversible trunk's: in its recompute). Global module hooks do it, so the probe is the
-    search's own, model and all. Returns whether it was a miss that really ran out, how many module outputs are
+    """One probe of the max-batch search (`maxbatch.measure_config`, what `find_max_batch` calls) that runs out of
+    memory `where`: "forward" at the MLP call of the middle layer (the (L//2+1)-th MLP call), "backward" as the
+    first MLP's backward begins (a reversible trunk's: in its recompute). Global module hooks do it, so the probe
+    is the search's own, model and all. Returns whether it was a miss that really ran out, how many module outputs are
     still alive afterwards (weakrefs), and the bytes it left allocated on CUDA (None elsewhere)."""
     run_out, outputs, seen = _run_out(device), [], {"mlp": 0, "ran_out": False}
 
@@ -432,7 +432,7 @@ def failing_probe(cfg: GPTConfig, batch: int, device: torch.device, dtype, where
     try:
         with warnings.catch_warnings():   # a global backward hook also sees the embeddings, whose inputs are ids
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            result = _measure(cfg, batch, device, dtype, 1 << 60)
+            result = measure_config(cfg, batch, device, dtype, 1 << 60)
     finally:
         for h in hooks:
             h.remove()
@@ -532,7 +532,7 @@ class T4Emulation:
             out = Path(tmp) / trunk
             s = train(TrainConfig(profile=profile, trunk=trunk, out_dir=out, data_dir=self.data_dir,
                                   batch_size=r.batch, batch_slice=r.slicing.batch_slice,
-                                  train_tokens=steps * r.batch * prof.seq_len, eval_every=steps, eval_batches=1,
+                                  train_tokens=steps * r.batch * prof.seq_len, eval_every=steps, eval_tokens=r.batch * prof.seq_len,
                                   ckpt_every=steps, precision="fp16", device=str(self.device), progress=False))
             scale = torch.load(out / "ckpt.pt", map_location="cpu", weights_only=True)["scaler"]["scale"]
         peak, loss, val, recon = (s["peak_memory_bytes"], s["final_train_loss"], s["final_val_loss"],

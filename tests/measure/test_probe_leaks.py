@@ -2,8 +2,8 @@
 of memory part-way through forward or backward, leave none of their activations alive, for every trunk family
 (stored, checkpointed, both reversible). Checked with weakrefs on every module's output and with the CUDA double's
 allocated bytes (tests/fake_cuda.py), through the very function the max-batch search calls for each probe
-(`maxbatch._measure`, by `gpucheck.failing_probe`, the GPU row's own probe), and after a whole search whose probes
-ran out of memory. The gradients measured through the measurement's hooks are bit-identical to a plain step's."""
+(`maxbatch.measure_config`, by `gpucheck.failing_probe`, the GPU row's own probe), and after a whole search whose
+probes ran out of memory. The gradients measured through the measurement's hooks are bit-identical to a plain step's."""
 from __future__ import annotations
 
 import contextlib
@@ -87,7 +87,7 @@ def test_a_step_that_raises_inside_the_measurement_leaves_nothing_alive(trunk, w
 @pytest.mark.parametrize("where", ["forward", "backward"])
 @pytest.mark.parametrize("trunk", FAMILIES)
 def test_a_probe_that_runs_out_of_memory_frees_all_its_activations(trunk, where, fake_cuda, quick_collections):
-    """The search's own probe (`maxbatch._measure`) runs out of memory at the middle layer's MLP in forward, or as
+    """The search's own probe (`maxbatch.measure_config`) runs out of memory at the middle layer's MLP in forward, or as
     the first MLP's backward begins: an allocation larger than the double's device, as gpucheck's row makes it."""
     got = failing_probe(small(trunk), 4, torch.device("cuda"), torch.float16, where)
     assert got["missed"] and fake_cuda.ooms == 1, "the probe never ran out of memory"
