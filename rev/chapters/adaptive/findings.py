@@ -18,6 +18,7 @@ from .placement import uniform_layout
 from .policy import AdaptivePolicy
 from .sizes import ChapterSizes
 from .training import training_verdict
+from ..shared.verdicts import TIMED_APART, inside_by
 
 
 def _frontier_panel(ax, rows: Sequence[dict], key: str, n_layer: int) -> None:
@@ -174,15 +175,10 @@ def _rate(s: Mapping) -> str:
 
 
 def speed_line(a: Mapping, f: Mapping, f64: Mapping, fxp: Mapping) -> str:
-    """The speed takeaway: tokens/s of each variant with the interquartile range of its steps, and whether the
-    adaptive/fixed gap clears that spread (their step ranges do not overlap) or is too noisy to tell."""
-    rate = "tokens_per_s_median" if "tokens_per_s_median" in a and "tokens_per_s_median" in f else "tokens_per_s"
-    gap = a[rate] / f[rate] - 1
-    apart = "tokens_per_s_q1" in a and (a["tokens_per_s_q1"] > f["tokens_per_s_q3"]
-                                        or f["tokens_per_s_q1"] > a["tokens_per_s_q3"])
-    judged = (f"their step ranges do not overlap, so adaptive ran {_pct(abs(gap))} "
-              f"{'faster' if gap > 0 else 'slower'} here, though both do the same trunk arithmetic per step"
-              if apart else f"their step ranges overlap: the {_pct(abs(gap))} gap is too noisy to tell on this machine")
+    """The speed takeaway: tokens/s of each variant with the interquartile range of its steps; the variants were
+    trained one after another, so adaptive against fixed gets no speed verdict (`verdicts.TIMED_APART`)."""
+    judged = (f"{TIMED_APART} (the variants trained one after another, so a change of the machine's load between "
+              f"them would read as a difference of speed; both do the same trunk arithmetic per step)")
     return (f"* Speed (tokens/s, the median step and the interquartile range of the steps): adaptive {_rate(a)}, "
             f"fixed spacing "
             f"{_rate(f)}, fp64 stream {_rate(f64)}, fixed-point stream {_rate(fxp)}. Adaptive against fixed: "
@@ -264,7 +260,7 @@ def _training_lines(sizes: ChapterSizes, summaries: Sequence[dict], run_logs: Ma
            f"note's own benchmark of this comparison, over {NOTE_SEEDS} seeds, found no significant win for the "
            f"adaptive policy (p = {NOTE_P:.2f}; the note's figure, not measured here).")
     err_a, err_f = 1 - a["grad_cos_min"], 1 - f["grad_cos_min"]
-    inside = max(err_a, err_f) <= (1 - target_cos) / TIE_INSIDE
+    inside = all(inside_by(e, 1 - target_cos, TIE_INSIDE) for e in (err_a, err_f))
     if verdict["adaptive_beats_fixed"] and inside and not verdict["fewer_kept_states"]:
         lines.append(f"* **Verdict: a tie.** Both policies' gradient errors ({err_a:.1e} adaptive, {err_f:.1e} fixed "
                      f"spacing) lie at least {TIE_INSIDE:g}x inside the target's {1 - target_cos:.0e}: a smaller error "

@@ -17,6 +17,7 @@ from ...core.model import GPT
 from .measure import (apply_keep, backward_reconstruction_errors, clone_model, fixed_spacing, gradient_cosine,
                       kept_state_bytes, reversal_defect, state_bytes)
 from .policy import AdaptivePolicy
+from ..shared.verdicts import ratio_side
 
 
 @torch.no_grad()
@@ -137,8 +138,8 @@ def frontier_verdict(rows: Sequence[dict], margin: float = 1.5, floor: float = 1
             return fixed[uniform_layout(n_layer, n_kept)]
         return min(same, key=lambda r: (grad_error(r["grad_cos_min"], floor), r["max_recon_error"]))
 
-    def outcome(a: float, f: float) -> str:
-        return "win" if f > margin * a else "loss" if a > margin * f else "tie"
+    def outcome(a: float, f: float) -> str:   # a win when adaptive's error is `margin` times smaller, a loss larger
+        return {-1: "win", 0: "tie", 1: "loss"}[ratio_side(a, f, margin)]
 
     points = []
     for r in (r for r in rows if r["kind"] == "adaptive"):

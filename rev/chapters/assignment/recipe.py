@@ -22,7 +22,7 @@ from ...engine.optim import WARMUP_FLOOR_STEPS, peak_lr, warmup_steps
 from ...engine.profiles import ProfileLike, get_profile
 from ...engine.train import TrainingDiverged
 from ..shared.run_log import read_log, run_start
-from ..screening.rule import LOSS_TIE
+from ..shared.verdicts import FALLBACK_TIE, within_tie
 from ..shared.runs import profile_dir, train_run
 from .searches import train_kwargs
 
@@ -125,7 +125,8 @@ def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) 
     bad = [f"{name} ({r['state']})" for name, r in sweep.iterrows() if r["state"] != "learnt"]
     length = f"{steps} steps" if steps else "a few steps"
     lines = [f"Each cell is one seed ({seed}) and {length}, its cosine ending at its own last step: the sweep ranks "
-             f"recipes over a short horizon, and a gap under {LOSS_TIE} nats is a tie."]
+             f"recipes over a short horizon, and a gap within {FALLBACK_TIE.nats:g} nats is a tie (the stated fallback: one "
+             f"seed per cell)."]
     if recipe["state"] != "learnt":
         lines.append(f"The recipe's own cell {recipe['state']}: the rule does not hold at this batch.")
     else:
@@ -133,7 +134,7 @@ def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) 
         gap = recipe["val loss"] - ok.loc[best, "val loss"]
         if gap <= 1e-12:
             lines.append(f"The recipe's cell ends lowest, at {recipe['val loss']:.3f} nats.")
-        elif gap <= LOSS_TIE:
+        elif within_tie(gap, FALLBACK_TIE):
             lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, a tie with the lowest ({best}, "
                          f"{gap:.3f} below it).")
         else:

@@ -26,6 +26,7 @@ import pandas as pd
 from ...engine.stats import mean_interval
 from ..shared.palette import ARMS
 from ..shared.tables import counted
+from ..shared.verdicts import side_of_tie
 from .controller import RankController
 from .experiment import gradient_fidelity, make_digits, new_model, step_peak_bytes
 from .sizes import LowRankSizes, chapter_sizes
@@ -158,7 +159,8 @@ def _paired(c: pd.DataFrame, f: pd.DataFrame, column: str, log: bool, higher_is_
     a, b = c[column], f[column]
     diff = np.log10(a.clip(lower=1e-300)) - np.log10(b.clip(lower=1e-300)) if log else a - b
     diff = -diff if higher_is_better else diff  # from here on, negative means the controller did better
-    return int((diff < -tie).sum()), int((diff > tie).sum()), paired_sign_flip(diff)
+    sides = [side_of_tie(float(d), tie) for d in diff]
+    return sides.count(-1), sides.count(1), paired_sign_flip(diff)
 
 
 def verdict(table: pd.DataFrame) -> dict:

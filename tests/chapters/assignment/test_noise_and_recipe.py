@@ -7,7 +7,9 @@ import pytest
 
 matplotlib.use("Agg")
 
-from rev.chapters.assignment.noise import PREDICTION_NATS, predict, prediction_lines, verdicts  # noqa: E402
+from rev.chapters.assignment.noise import (PREDICTION_NATS, predict, prediction_lines,  # noqa: E402
+                                          prediction_tolerance, verdicts)
+from rev.chapters.shared.verdicts import FALLBACK_TIE, Tie  # noqa: E402
 from rev.chapters.assignment.recipe import CELLS, RECIPE, plot_sweep, sweep_finding  # noqa: E402
 
 SEQ = 16
@@ -39,6 +41,23 @@ def test_run_3_is_placed_on_the_reference_curve_at_the_step_the_trade_off_makes_
     miss = _run(tmp_path / "miss", batch=90, steps=100, val_at=lambda s: curve(1.8 * s) + 3 * PREDICTION_NATS)
     assert verdicts([p], hit).loc["run 1", "verdict"] == "held"
     assert verdicts([p], miss).loc["run 1", "verdict"].startswith("missed by 0.30 nats (worse")
+    # a measured seed tie wider than the model's tolerance widens it: a 0.3-nat miss inside a 0.5-nat tie holds
+    seeds = Tie(0.5, "the seed tie measured on runs 1 and 2 over 3 seeds", measured=True)
+    assert verdicts([p], miss, seeds).loc["run 1", "verdict"] == "held"
+    assert verdicts([p], miss, seeds).loc["run 1", "tolerance (nats)"] == 0.5
+    assert prediction_tolerance(FALLBACK_TIE).nats == PREDICTION_NATS       # a narrower tie never tightens it
+
+
+def test_a_miss_of_exactly_the_tolerance_holds(tmp_path):
+    """A prediction of 5.0 against a measured 5.25 with a 0.25-nat seed tie (both exact in binary): held; the
+    strict `<` would call it missed. A hair more is a miss."""
+    flat = _run(tmp_path / "ref", batch=10, steps=400, val_at=lambda s: 5.0)
+    p = predict(flat, "run 1", 10, 90, 100, SEQ, noise_scale=10.0)
+    tie = Tie(0.25, "measured", measured=True)
+    at = _run(tmp_path / "at", batch=90, steps=100, val_at=lambda s: 5.25)
+    assert verdicts([p], at, tie).loc["run 1", "verdict"] == "held"
+    beyond = _run(tmp_path / "beyond", batch=90, steps=100, val_at=lambda s: 5.25 + 2 ** -20)
+    assert verdicts([p], beyond, tie).loc["run 1", "verdict"].startswith("missed by 0.25")
 
 
 def test_a_point_beyond_the_reference_becomes_a_bound(tmp_path):
@@ -77,7 +96,7 @@ def test_the_sweep_reading_follows_its_numbers():
 def test_the_miss_is_explained_by_how_much_the_noise_scale_grew():
     from rev.chapters.assignment.noise import RUN1_END, RUN1_START, noise_growth_line
 
-    noise = pd.DataFrame({"B_noise (sequences)": [4.0, 80.0]}, index=[RUN1_START, RUN1_END])
+    noise = pd.DataFrame({"B_simple (sequences)": [4.0, 80.0]}, index=[RUN1_START, RUN1_END])
     text = noise_growth_line(noise, 16, 160)
     # (1 + 80/16) / (1 + 80/160) = 4.00 at the end; (1 + 4/16) / (1 + 4/160) = 1.22 at the start
     assert "grew 20x" in text and "worth 4.00 of one at batch 16" in text and "only 1.22" in text
