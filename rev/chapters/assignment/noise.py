@@ -229,13 +229,18 @@ def verdicts(preds: list[Prediction], run3_dir: str | Path, tie: Tie = FALLBACK_
 
 
 def noise_growth_line(noise: pd.DataFrame, base_batch: int, batch: int) -> str:
-    """Why the predictions are an upper limit: B_simple grows as the loss falls, and the predictions take its value
-    at run 1's end, where a large batch is worth most; at run 1's first weights a step of `batch` buys less."""
+    """Why a prediction can miss: B_simple moves as the loss falls (it usually grows), and the predictions take its
+    value at run 1's end; run 3 spends its first steps where the scale was its start's, so a step of `batch` bought
+    what the start's scale says there."""
     col = B_SIMPLE
     first, last = float(noise.loc[RUN1_START, col]), float(noise.loc[RUN1_END, col])
-    lo, hi = (1 / steps_ratio(batch, base_batch, b) for b in (first, last))
-    return (f"Why a prediction can miss: B_simple grew {last / first:.0f}x during run 1 ({first:.1f} sequences at its "
-            f"first weights, {last:.0f} at its end). A step at batch {batch} is worth {hi:.2f} of one at batch "
-            f"{base_batch} by the end's B_simple but only {lo:.2f} by the start's. The predictions took the end's, the "
-            f"most a larger batch can buy; run 3 spends its first steps where the noise scale is small and its extra "
-            f"sequences buy little, so it should land above them, by more the larger its batch.")
+    at_start, at_end = (1 / steps_ratio(batch, base_batch, b) for b in (first, last))
+    moved = (f"grew {last / first:.1f}x" if last >= first else f"fell to {last / first:.2f}x its start")
+    direction = ("the most a larger batch can buy; run 3 spends its first steps where the noise scale is small and "
+                 "its extra sequences buy little, so it should land above them, by more the larger its batch"
+                 if at_end >= at_start else
+                 "less than a step bought at the start; the predictions are then no upper limit, and run 3 can land "
+                 "on either side of them")
+    return (f"Why a prediction can miss: B_simple {moved} during run 1 ({first:.1f} sequences at its first weights, "
+            f"{last:.1f} at its end). A step at batch {batch} is worth {at_end:.2f} of one at batch {base_batch} by "
+            f"the end's B_simple and {at_start:.2f} by the start's. The predictions took the end's, {direction}.")

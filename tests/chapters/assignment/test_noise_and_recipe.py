@@ -99,4 +99,7 @@ def test_the_miss_is_explained_by_how_much_the_noise_scale_grew():
     noise = pd.DataFrame({"B_simple (sequences)": [4.0, 80.0]}, index=[RUN1_START, RUN1_END])
     text = noise_growth_line(noise, 16, 160)
     # (1 + 80/16) / (1 + 80/160) = 4.00 at the end; (1 + 4/16) / (1 + 4/160) = 1.22 at the start
-    assert "grew 20x" in text and "worth 4.00 of one at batch 16" in text and "only 1.22" in text
+    assert "grew 20.0x" in text and "worth 4.00 of one at batch 16" in text and "1.22 by the start's" in text
+    assert "the most a larger batch can buy" in text
+    fell = noise_growth_line(noise.iloc[::-1].set_axis([RUN1_START, RUN1_END]), 16, 160)
+    assert "fell to 0.05x its start" in fell and "no upper limit" in fell and "the most" not in fell
