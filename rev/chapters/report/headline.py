@@ -68,7 +68,7 @@ def loss_line(base: pd.Series | None, rev: pd.Series | None, spread: dict | None
     if seeds:
         return head + f"; {seeds}."
     tie = seed_tie(spread)
-    return head + f"; one seed each, against the tie of {tie.text()}: {loss_words(r - b, 'run 2', 'run 1', tie)}."
+    return head + f"; one seed each: {loss_words(r - b, 'run 2', 'run 1', tie)}, the tie being {tie.source}."
 
 
 def budget_reason(df: pd.DataFrame, budget: int | None, b: int) -> str:
@@ -83,8 +83,8 @@ def budget_reason(df: pd.DataFrame, budget: int | None, b: int) -> str:
     where = (f"below the baseline's own {mib(peak)} step at batch {int(base['batch_size'])}, so the baseline fits "
              f"only batch {b}" if budget < peak else
              f"above the baseline's own {mib(peak)} step at batch {int(base['batch_size'])}")
-    return (f" The ratio follows the budget: {mib(budget)} sits {where}; a larger budget leaves the fixed memory both "
-            f"trunks hold a smaller share and the ratio smaller (published {ref:.1f}x on a GPU).")
+    return (f" The ratio follows the budget ({mib(budget)} sits {where}): a larger budget gives a smaller ratio "
+            f"(published {ref:.1f}x on a GPU).")
 
 
 def spent_of(df: pd.DataFrame, maxbatch: dict | None = None) -> Spending | None:
@@ -105,8 +105,8 @@ def _paid(spent: Spending | None, what: str) -> str:
     said = {-1: "it paid", 0: "it bought nothing one seed can see", 1: "it did not pay",
             None: "a lower bound that cannot say"}[side]
     bound = "at least " if arm.gap.bound else ""
-    return (f" Spent on {what} ({arm.run}, {arm.size}) against {spent.ref} at {arm.gap.tokens:,} tokens: "
-            f"{bound}{arm.gap.diff:+.3f} nats, {said} (tie {spent.tie.text()}).")
+    return (f" Spent on {what} ({arm.run}) against {spent.ref} at {arm.gap.tokens:,} tokens: "
+            f"{bound}{arm.gap.diff:+.3f} nats, {said}.")
 
 
 def batch_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
