@@ -30,6 +30,10 @@ def _frontier_panel(ax, rows: Sequence[dict], key: str, n_layer: int) -> None:
     uni = [equal[uniform_layout(n_layer, k)] for k in sorted({r["n_kept"] for r in fixed})]
     ax.semilogy([r["n_kept"] for r in uni], [value(r) for r in uni], "s-", color=ARMS["control"],
                 label="fixed spacing, tightest that fits")
+    rival = [r for r in rows if r["kind"] == "boundary 1"]
+    if rival:   # the layout a defect at layer 0 calls for: the rival to beat there, in the control's colour, hollow
+        ax.semilogy([r["n_kept"] for r in rival], [value(r) for r in rival], "D", mfc="none", color=ARMS["control"],
+                    label="fixed, keeping boundary 1")
     groups: dict[tuple, list[dict]] = {}
     for r in (r for r in rows if r["kind"] == "adaptive"):
         groups.setdefault(r["keep"], []).append(r)   # several thresholds often settle on one layout: one marker
@@ -141,14 +145,17 @@ def frontier_line(trunk: str, v: dict) -> str:
         if lay["same_as_fixed"]:
             parts.append(f"{who} is the fixed-spacing layout at its memory, a tie by construction")
         else:
-            parts.append(f"{who} {_OUTCOME[lay['grad']]} fixed spacing {lay['fixed_keep']} at equal memory on "
+            parts.append(f"{who} {_OUTCOME[lay['grad']]} the best fixed layout {lay['fixed_keep']} at equal memory on "
                          f"gradient error and {_OUTCOME[lay['recon']]} it on the worst rebuilt-state error")
     counts = ""
     if len(lays) > 1:
         counts = (f" Counted once per layout: on gradient error win {v['layout_grad_win']}, tie "
                   f"{v['layout_grad_tie']}, lose {v['layout_grad_loss']} of {len(lays)}; on the worst rebuilt-state "
                   f"error win {v['layout_recon_win']}, tie {v['layout_recon_tie']}, lose {v['layout_recon_loss']}.")
-    return f"* Fidelity against memory, {trunk}: {head}; " + "; ".join(parts) + "." + counts
+    where = (f" Scored on the {v['scored_on']}" + (", not the one that chose the layouts" if v["scored_on"] ==
+                                                   "held-out batch" else ", the one that chose the layouts: in-sample")
+             + "; the rivals are every fixed spacing and the layouts that keep boundary 1.")
+    return f"* Fidelity against memory, {trunk}: {head}; " + "; ".join(parts) + "." + counts + where
 
 
 def _threshold_line(calibrated: Mapping[str, AdaptivePolicy], cos_min: Mapping[str, float], target_cos: float) -> str:
@@ -293,7 +300,8 @@ def takeaways(sizes: ChapterSizes, layouts: Mapping[str, Mapping[str, dict]], ga
              *_training_lines(sizes, summaries, run_logs, budget_states, target_cos)]
     where = [t for t, v in verdicts.items() if v["layout_grad_win"] + v["layout_recon_win"]]
     if where:
-        lines.append("* Where it does win: placement at equal memory on fixed weights (" + ", ".join(where) + "). "
+        lines.append("* Where it does win: placement at equal memory on fixed weights (" + ", ".join(where) + "), against "
+                     "the best fixed layout, boundary 1 kept or not. "
                      "When the defect is concentrated in a few spans, halving where it is large puts the kept states "
                      "there; uniform spacing cannot.")
     else:
