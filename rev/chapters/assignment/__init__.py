@@ -23,7 +23,7 @@ from .searches import (LOSS_HEADS_FILE, ledger_finding, line_batches, line_vs_se
                        predict_max_batches, search_key, search_max_batches, search_max_depth, train_kwargs)
 from .noise import (NOISE_FILE, NOISE_SIZES, PREDICTION_NATS, measure_noise, noise_scale_for_predictions, noise_sizes,
                     NoiseSizes, noise_growth_line, predict, Prediction, prediction_lines, prediction_table,
-                    verdicts)
+                    prediction_tolerance, trajectory, verdicts)
 from .recipe import CELLS, RECIPE, SWEEP_DIR, SWEEP_STEPS, Cell, plot_sweep, recipe_sweep, sweep_finding, sweep_steps
 from .arms import GRAD_AGREE, arms_finding, bench_row, paired_twin, save_bench, three_arms
 from .seeds import (SEEDS_DIR, SEEDS_FILE, load_spread, plot_seeds, replica_name, save_spread, seed_spread, seed_tie,
@@ -46,6 +46,7 @@ __all__ = ["GRAD_AGREE", "arms_finding", "bench_row", "paired_twin", "save_bench
            "predict_max_batches", "search_key", "search_max_batches", "search_max_depth", "train_kwargs", "NOISE_FILE",
            "NOISE_SIZES", "PREDICTION_NATS", "measure_noise", "noise_scale_for_predictions", "noise_sizes",
            "NoiseSizes", "noise_growth_line", "predict", "Prediction", "prediction_lines", "prediction_table",
+           "prediction_tolerance", "trajectory",
            "verdicts", "CELLS",
            "RECIPE", "SWEEP_DIR", "SWEEP_STEPS", "Cell", "plot_sweep", "recipe_sweep", "sweep_finding", "sweep_steps",
            "against_prediction", "batch_lesson", "depth_finding", "max_batch_takeaways",

@@ -132,6 +132,11 @@ class Prediction:
     bound: float | None
     reference_at_steps: float | None   # the reference's own loss after run 3's step count
     reference_at_tokens: float | None  # ... and after run 3's token count
+    reference: str = ""                # the reference run's name, where `against` labels the prediction itself
+
+    def __post_init__(self) -> None:
+        if not self.reference:
+            object.__setattr__(self, "reference", self.against)
 
     @property
     def steps_factor(self) -> float:
@@ -147,14 +152,25 @@ class Prediction:
 
 
 def predict(reference_dir: str | Path, name: str, base_batch: int, batch: int, steps: int, seq_len: int,
-            noise_scale: float) -> Prediction:
-    """Run 3's validation loss after `steps` steps at `batch`, from the reference run's curve."""
+            noise_scale: float, reference: str = "") -> Prediction:
+    """Run 3's validation loss after `steps` steps at `batch`, from the reference run's curve (`name` labels the
+    prediction; `reference` names the run, `name` by default)."""
     tokens = steps * batch * seq_len
     loss = val_loss_after_steps(reference_dir, steps / steps_ratio(batch, base_batch, noise_scale))
     evals = read_log(reference_dir).dropna(subset=["val_loss"])["val_loss"]
     bound = float(evals.iloc[-1]) if loss is None and len(evals) else None
     return Prediction(name, base_batch, batch, noise_scale, steps, tokens, loss, bound,
-                      val_loss_after_steps(reference_dir, steps), val_loss_at(reference_dir, tokens))
+                      val_loss_after_steps(reference_dir, steps), val_loss_at(reference_dir, tokens), reference)
+
+
+def trajectory(reference_dir: str | Path, name: str, base_batch: int, batch: int, steps: int, seq_len: int,
+               noise: pd.DataFrame) -> list[Prediction]:
+    """`predict` from each end of the scale's measured trajectory during run 1: its value at run 1's end (`name`)
+    and at its first weights (`name`, step-0 scale). B_simple moves as the loss falls, and run 3's steps span that
+    move, so the two predictions bracket what the model can say; neither is chosen after the fact."""
+    scales = ((name, float(noise.loc[RUN1_END, B_SIMPLE])), (f"{name}, step-0 scale", float(noise.loc[RUN1_START, B_SIMPLE])))
+    return [predict(reference_dir, label, base_batch, batch, steps, seq_len, b, reference=name) for label, b in scales
+            if math.isfinite(b) and b > 0]
 
 
 def _gap(a: float | None, b: float | None) -> float | None:
@@ -176,18 +192,19 @@ def prediction_lines(preds: list[Prediction], noise_scale: float, seq_len: int) 
     lines = [f"Run 1's simple noise scale at its end is B_simple = {noise_scale:.0f} sequences "
              f"({noise_scale * seq_len:,.0f} tokens), taken for the critical batch B_noise."]
     for p in preds:
-        side = "above" if p.batch > noise_scale else "below"
+        side = "above" if p.batch > p.noise_scale else "below"
         where = (f"about {p.loss:.2f} nats" if p.loss is not None else
-                 f"at most {p.bound:.2f} nats (its equivalent point lies beyond {p.against}'s last evaluation)"
+                 f"at most {p.bound:.2f} nats (its equivalent point lies beyond {p.reference}'s last evaluation)"
                  if p.bound is not None else "where the curve cannot say")
         gaps = []
         for view, ref in (("equal steps", p.reference_at_steps), ("equal tokens", p.reference_at_tokens)):
             g = _gap(p.expected, ref)
             if g is not None:
-                gaps.append(f"{abs(g):.2f} nats {'below' if g < 0 else 'above'} {p.against} at {view}")
+                gaps.append(f"{abs(g):.2f} nats {'below' if g < 0 else 'above'} {p.reference} at {view}")
         lines.append(
-            f"Against {p.against} (batch {p.base_batch}): run 3's batch {p.batch} is {side} B_simple, so one of its "
-            f"steps is worth {p.steps_factor:.2f} of {p.against}'s and one of its tokens {p.tokens_factor:.2f}. "
+            f"Against {p.against} (batch {p.base_batch}, B_simple {p.noise_scale:.3g}): run 3's batch {p.batch} is "
+            f"{side} it, so one of its "
+            f"steps is worth {p.steps_factor:.2f} of {p.reference}'s and one of its tokens {p.tokens_factor:.2f}. "
             f"After its {p.steps} steps run 3 should stand at {where}, to within {PREDICTION_NATS} nats (or the seed "
             f"tie, where that is wider)"
             + (f": {' and '.join(gaps)}." if gaps else "."))
@@ -237,10 +254,11 @@ def noise_growth_line(noise: pd.DataFrame, base_batch: int, batch: int) -> str:
     at_start, at_end = (1 / steps_ratio(batch, base_batch, b) for b in (first, last))
     moved = (f"grew {last / first:.1f}x" if last >= first else f"fell to {last / first:.2f}x its start")
     direction = ("the most a larger batch can buy; run 3 spends its first steps where the noise scale is small and "
-                 "its extra sequences buy little, so it should land above them, by more the larger its batch"
+                 "its extra sequences buy little, so it should land above that prediction, by more the larger its "
+                 "batch, and nearer the step-0 scale's"
                  if at_end >= at_start else
-                 "less than a step bought at the start; the predictions are then no upper limit, and run 3 can land "
-                 "on either side of them")
+                 "less than a step bought at the start; that prediction is then no upper limit, and run 3 can land "
+                 "on either side of it, the step-0 scale's marking the other end")
     return (f"Why a prediction can miss: B_simple {moved} during run 1 ({first:.1f} sequences at its first weights, "
             f"{last:.1f} at its end). A step at batch {batch} is worth {at_end:.2f} of one at batch {base_batch} by "
-            f"the end's B_simple and {at_start:.2f} by the start's. The predictions took the end's, {direction}.")
+            f"the end's B_simple and {at_start:.2f} by the start's. The end's scale gives {direction}.")

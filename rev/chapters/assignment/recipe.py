@@ -142,4 +142,17 @@ def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) 
                          f"({best}): here the rule is not the best of these; the runs below keep it, the one recipe "
                          f"every profile uses, and the lowest of {len(sweep)} short runs is flattered by being picked.")
     lines.append("Cells that did not learn: " + ", ".join(bad) + "." if bad else "Every cell learnt.")
-    return " ".join(lines)
+    lines.append(_bracket(ok))
+    return " ".join(line for line in lines if line)
+
+
+def _bracket(ok: pd.DataFrame) -> str:
+    """Whether the sweep brackets the best rate: when its lowest cell ran at the highest rate tried, a higher rate
+    was never tried, so the sweep cannot say the recipe's rate is not too low (it can be its own ceiling)."""
+    if len(ok) < 2 or ok["peak lr"].nunique() < 2:
+        return ""
+    best = ok["val loss"].idxmin()
+    if ok.loc[best, "peak lr"] < ok["peak lr"].max():
+        return ""
+    return (f"The lowest cell ran at the highest rate tried ({ok.loc[best, 'peak lr']:.4f}): no higher rate was "
+            f"tried, so the sweep does not bracket the best rate and cannot say that a higher one would not do better.")

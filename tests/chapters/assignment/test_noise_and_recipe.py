@@ -60,6 +60,26 @@ def test_a_miss_of_exactly_the_tolerance_holds(tmp_path):
     assert verdicts([p], beyond, tie).loc["run 1", "verdict"].startswith("missed by 0.25")
 
 
+def test_the_scale_s_trajectory_gives_two_predictions_from_its_two_ends(tmp_path):
+    """B_simple at run 1's end (10) and at its first weights (2.5): two predictions, labelled, one per end; a step
+    of batch 90 is worth 1.8 of one at batch 10 by the end's scale and (1 + 0.25)/(1 + 2.5/90) = 1.22 by the
+    start's."""
+    from rev.chapters.assignment.noise import B_SIMPLE, RUN1_END, RUN1_START, trajectory
+
+    curve = lambda s: 6.0 - 0.002 * s           # noqa: E731
+    ref = _run(tmp_path / "ref", batch=10, steps=1000, val_at=curve)
+    noise = pd.DataFrame({B_SIMPLE: [2.5, 10.0]}, index=[RUN1_START, RUN1_END])
+    end, start = trajectory(ref, "run 1", 10, 90, 100, SEQ, noise)
+    assert (end.against, start.against) == ("run 1", "run 1, step-0 scale")
+    assert end.steps_factor == pytest.approx(1.8) and start.steps_factor == pytest.approx(1.25 / (1 + 2.5 / 90))
+    assert start.loss == pytest.approx(curve(100 * start.steps_factor))
+    lines = " ".join(prediction_lines([end, start], 10.0, SEQ))
+    assert "Against run 1, step-0 scale (batch 10, B_simple 2.5)" in lines and "(batch 10, B_simple 10)" in lines
+    assert "of run 1's and one of its tokens" in lines and "step-0 scale's and" not in lines   # the run, named
+    broken = pd.DataFrame({B_SIMPLE: [float("inf"), 10.0]}, index=[RUN1_START, RUN1_END])
+    assert [p.against for p in trajectory(ref, "run 1", 10, 90, 100, SEQ, broken)] == ["run 1"]
+
+
 def test_a_point_beyond_the_reference_becomes_a_bound(tmp_path):
     ref = _run(tmp_path / "ref", batch=10, steps=50, val_at=lambda s: 6.0 - 0.01 * s)
     p = predict(ref, "run 1b", 10, 90, 100, SEQ, noise_scale=10.0)
@@ -83,8 +103,11 @@ def test_the_sweep_reading_follows_its_numbers():
     text = sweep_finding(best, steps=30, seed=3)
     assert "recipe's cell ends lowest, at 4.500" in text and f"{names[2]} (stalled)" in text
     assert "one seed (3) and 30 steps" in text
+    # the recipe (the sqrt rate, 6e-3, the highest tried) lowest: the sweep does not bracket the best rate
+    assert "does not bracket the best rate" in text and "(0.0060)" in text
     worse = _sweep(dict(zip(names, [4.5, 4.4, 5.8])))
     assert "0.100 above the lowest (lr-none_warmup-floor" in sweep_finding(worse) and "lowest of 3" in sweep_finding(worse)
+    assert "bracket" not in sweep_finding(worse)          # the lowest ran at the lower rate: a higher one was tried
     tie = _sweep(dict(zip(names, [4.5, 4.49, 5.8])))
     assert "a tie with the lowest (lr-none_warmup-floor, 0.010 below it)" in sweep_finding(tie)
     broke = _sweep(dict(zip(names, [float("nan"), 4.9, 5.8])), {RECIPE.name: "diverged"})
