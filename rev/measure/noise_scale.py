@@ -19,7 +19,9 @@ the noise. Their unbiased estimator uses squared norms at two batch sizes b < B_
 
 Here the big batch is the mean of `n_small` small batches' gradients (what data-parallel workers all-reduce), so one
 set of gradient evaluations gives both norms. Each estimate is averaged over all groups before the ratio is taken,
-since a ratio of noisy estimates is biased. The model is not updated: this is gradient evaluations only.
+since a ratio of noisy estimates is biased; the groups are independent draws, so resampling them (`NoiseScale.interval`,
+a percentile bootstrap over groups) says how far one measurement can be trusted. The model is not updated: this is
+gradient evaluations only.
 """
 from __future__ import annotations
 
@@ -42,12 +44,38 @@ class NoiseScale:
     grad_sq: float        # |G|^2, estimated
     trace: float          # tr(Sigma) per sequence, estimated
     loss: float           # mean training loss over the batches used
+    group_small_sq: tuple[float, ...] = ()   # per group: the mean squared norm of its small batches' gradients
+    group_big_sq: tuple[float, ...] = ()     # per group: the squared norm of its big batch's gradient
 
     @property
     def b_simple(self) -> float:
         """tr(Sigma) / |G|^2 in sequences; inf when the estimated |G|^2 is not positive (noise swamps the signal:
         measure with more groups)."""
-        return self.trace / self.grad_sq if self.grad_sq > 0 else float("inf")
+        return _b_simple(sum(self.group_small_sq) / len(self.group_small_sq),
+                         sum(self.group_big_sq) / len(self.group_big_sq), self.b_small, self.b_big) \
+            if self.group_small_sq else (self.trace / self.grad_sq if self.grad_sq > 0 else float("inf"))
+
+    def interval(self, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+        """Percentile bootstrap interval of `b_simple` over the groups (each group one independent draw: its small
+        batches' mean squared norm and its big batch's), the ratio recomputed from each resample's averages. A
+        resample whose |G|^2 is not positive counts as inf (no signal seen). (nan, nan) with fewer than 2 groups."""
+        import numpy as np
+
+        small, big = np.asarray(self.group_small_sq, float), np.asarray(self.group_big_sq, float)
+        if len(small) < 2:
+            return float("nan"), float("nan")
+        idx = np.random.default_rng(seed).integers(0, len(small), (resamples, len(small)))
+        draws = [_b_simple(small[i].mean(), big[i].mean(), self.b_small, self.b_big) for i in idx]
+        tail = (1 - level) / 2
+        lo, hi = np.quantile(np.array(draws), [tail, 1 - tail])
+        return float(lo), float(hi)
+
+
+def _b_simple(g_small: float, g_big: float, b_small: int, b_big: int) -> float:
+    """The unbiased estimator's ratio from the two mean squared norms (inf when |G|^2 is not positive)."""
+    grad_sq = (b_big * g_big - b_small * g_small) / (b_big - b_small)
+    trace = (g_small - g_big) / (1 / b_small - 1 / b_big)
+    return trace / grad_sq if grad_sq > 0 else float("inf")
 
 
 def _flat_grad(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, float]:
@@ -67,24 +95,26 @@ def gradient_noise_scale(model: nn.Module, get_batch: Callable[[int, torch.Gener
     gen = torch.Generator().manual_seed(seed)
     was_training = model.training
     model.train()
-    small_sq, big_sq, losses = 0.0, 0.0, []
+    small_sq, big_sq, losses = [], [], []
     try:
         for _ in range(groups):
-            total = None
+            total, group_small = None, 0.0
             for _ in range(n_small):
                 g, loss = _flat_grad(model, get_batch(b_small, gen))
-                small_sq += float(g @ g)
+                group_small += float(g @ g)
                 total = g if total is None else total + g
                 losses.append(loss)
             mean = total / n_small
-            big_sq += float(mean @ mean)
+            small_sq.append(group_small / n_small)
+            big_sq.append(float(mean @ mean))
     finally:
         model.train(was_training)
-    g_small, g_big = small_sq / (groups * n_small), big_sq / groups
+    g_small, g_big = sum(small_sq) / groups, sum(big_sq) / groups
     b_big = b_small * n_small
     grad_sq = (b_big * g_big - b_small * g_small) / (b_big - b_small)
     trace = (g_small - g_big) / (1 / b_small - 1 / b_big)
-    return NoiseScale(b_small, b_big, groups, grad_sq, trace, sum(losses) / len(losses))
+    return NoiseScale(b_small, b_big, groups, grad_sq, trace, sum(losses) / len(losses), tuple(small_sq),
+                      tuple(big_sq))
 
 
 def steps_ratio(batch: float, base_batch: float, noise_scale: float) -> float:

@@ -5,7 +5,7 @@ Whether two spreads overlap is not a test of a difference: two sets of a few hun
 overlapping quartiles and still medians that differ by far more than their uncertainty (a 3% shift under a 10%
 step-to-step spread). The question is answered by an interval for the difference itself: resample each set with
 replacement, take the difference of the resampled medians, and read the central `level` of those differences.
-A verdict is drawn only when the interval excludes 0.
+The verdicts drawn from these intervals live in `rev.chapters.shared.verdicts`.
 
 The resampling treats steps as independent draws; steps timed in a row share the machine's slow drifts, so on a
 loaded machine the interval is optimistic, which is why bench interleaves the trunks it compares.
@@ -81,12 +81,6 @@ def median_interval(x: Sequence[float], level: float = LEVEL, resamples: int = R
     if len(x) < 2:
         raise ValueError(f"need at least 2 values to bootstrap a median (got {len(x)})")
     return _central(_median_draws(x, np.random.default_rng(seed), resamples), level)
-
-
-def difference_verdict(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> int:
-    """+1 when a's median is higher beyond the bootstrap interval, -1 when lower, 0 when the interval holds 0."""
-    lo, hi = median_difference_interval(a, b, level)
-    return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
 def t_quantile(p: float, df: int) -> float:

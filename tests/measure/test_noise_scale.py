@@ -51,7 +51,15 @@ def test_estimate_matches_the_exact_noise_scale_of_a_finite_population():
 
     est = gradient_noise_scale(model, draw, b_small=2, n_small=8, groups=400, seed=1)
     assert est.b_simple == pytest.approx(exact, rel=0.1)
+    assert est.b_simple == pytest.approx(est.trace / est.grad_sq)      # the groups' averages, the same ratio
     assert est.b_big == 16 and all(p.grad is None for p in model.parameters())
+    lo, hi = est.interval()
+    assert lo < exact < hi and hi - lo < 0.5 * exact                  # 400 groups: a narrow interval round the truth
+    few = gradient_noise_scale(model, draw, b_small=2, n_small=8, groups=6, seed=1)
+    f_lo, f_hi = few.interval()
+    assert f_lo <= few.b_simple <= f_hi and f_hi - f_lo > 2 * (hi - lo)  # six groups: wider, said so
+    one = gradient_noise_scale(model, draw, b_small=2, n_small=8, groups=1, seed=1)
+    assert all(math.isnan(v) for v in one.interval())                # one group: nothing to resample
 
 
 def test_a_gpt_keeps_its_weights_and_gives_a_finite_positive_scale():

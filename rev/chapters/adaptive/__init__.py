@@ -28,7 +28,8 @@ from .measure import (DEFECT_EPS, REFERENCES, Span, apply_keep, backward_reconst
                       parameter_gradients, reference_model, relative_error, reversal_defect, spans_from_keep,
                       state_bytes, stored_twin, validate_keep)
 from .placement import (calibrate, distinct_layouts, expand_blocks, frontier, frontier_verdict, grad_error,
-                        layout_report, pick_gain, settle, span_defect_matrix, stress_scan, uniform_layout)
+                        layout_report, pick_gain, settle, span_defect_matrix, stress_scan, uniform_layout,
+                        boundary_rival)
 from .policy import AdaptiveCheckpointer, AdaptivePolicy, FixedPolicy, make_policy
 from .sizes import ChapterSizes, batch_source, chapter_sizes, model_config
 from .training import (compare_training, pretrain, replicate_training, summarise_run, train_with_checkpointer,
@@ -41,7 +42,7 @@ __all__ = ["check_no_restart", "check_span_tops", "exercise_batch", "exercise_mo
            "relative_error", "reversal_defect", "spans_from_keep", "state_bytes", "stored_twin", "validate_keep",
            "calibrate", "distinct_layouts", "expand_blocks", "frontier", "frontier_verdict", "grad_error",
            "layout_report", "pick_gain",
-           "settle", "span_defect_matrix", "stress_scan", "uniform_layout", "AdaptiveCheckpointer", "AdaptivePolicy",
+           "settle", "span_defect_matrix", "stress_scan", "uniform_layout", "boundary_rival", "AdaptiveCheckpointer", "AdaptivePolicy",
            "FixedPolicy", "make_policy", "ChapterSizes", "batch_source", "chapter_sizes", "model_config",
            "compare_training", "pretrain", "replicate_training", "replication_line", "summarise_run",
            "train_with_checkpointer", "training_verdict"]

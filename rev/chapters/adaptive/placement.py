@@ -17,6 +17,7 @@ from ...core.model import GPT
 from .measure import (apply_keep, backward_reconstruction_errors, clone_model, fixed_spacing, gradient_cosine,
                       kept_state_bytes, reversal_defect, state_bytes)
 from .policy import AdaptivePolicy
+from ..shared.verdicts import ratio_side
 
 
 @torch.no_grad()
@@ -88,23 +89,45 @@ def span_defect_matrix(model: GPT, idx: Tensor) -> list[list[float]]:
     return [[values.get((a, b), math.nan) for b in range(n + 1)] for a in range(n + 1)]
 
 
-def frontier(model: GPT, idx: Tensor, targets: Tensor, taus: Sequence[float], safe_ratio: float = 10.0
-             ) -> list[dict]:
-    """Fidelity against kept states: every distinct fixed spacing, and the adaptive policy (no budget,
-    max_span = n_layer, tau_safe = tau_warn / safe_ratio) settled for each tau_warn in `taus`."""
+def frontier(model: GPT, idx: Tensor, targets: Tensor, taus: Sequence[float], safe_ratio: float = 10.0,
+             held_out: tuple[Tensor, Tensor] | None = None) -> list[dict]:
+    """Fidelity against kept states: every distinct fixed spacing, the adaptive policy (no budget, max_span =
+    n_layer, tau_safe = tau_warn / safe_ratio) settled on the probe batch `idx` for each tau_warn in `taus`, and
+    for each count of states an adaptive layout kept, the rival that keeps boundary 1 (`boundary_rival`: where a
+    defect at layer 0 would put a state, uniform spacing after it). With `held_out` (another batch and its
+    targets) every layout is scored there, not on the batch that chose it, so a win is not the probe's own
+    (`scored_on` says which)."""
     n = model.cfg.n_layer
+    score_x, score_y = held_out if held_out is not None else (idx, targets)
+    scored_on = "held-out batch" if held_out is not None else "probe batch"
     rows, seen = [], set()
+
+    def add(kind: str, setting, keep: tuple[int, ...]) -> None:
+        rows.append({"kind": kind, "setting": setting, "n_layer": n, "scored_on": scored_on,
+                     **_brief(layout_report(model, score_x, score_y, keep, ""))})
+
     for span in range(1, n + 1):
         keep = fixed_spacing(n, span)
         if keep not in seen:
             seen.add(keep)
-            rows.append({"kind": "fixed", "setting": span, "n_layer": n,
-                         **_brief(layout_report(model, idx, targets, keep, ""))})
+            add("fixed", span, keep)
     for tau in taus:
-        keep = settle(AdaptivePolicy(tau_warn=tau, tau_safe=tau / safe_ratio, max_span=n), model, idx)
-        rows.append({"kind": "adaptive", "setting": tau, "n_layer": n,
-                     **_brief(layout_report(model, idx, targets, keep, ""))})
+        add("adaptive", tau, settle(AdaptivePolicy(tau_warn=tau, tau_safe=tau / safe_ratio, max_span=n), model, idx))
+    for k in sorted({r["n_kept"] for r in rows if r["kind"] == "adaptive" and r["n_kept"] > 0}):
+        keep = boundary_rival(n, k)
+        if keep not in seen:
+            seen.add(keep)
+            add("boundary 1", k, keep)
     return rows
+
+
+def boundary_rival(n_layer: int, n_kept: int) -> tuple[int, ...]:
+    """`n_kept` states with boundary 1 among them, the others spaced uniformly over the layers after it: the
+    fixed layout a defect concentrated at layer 0 (midpoint's Euler starter) calls for."""
+    if not 1 <= n_kept < n_layer:
+        raise ValueError(f"n_kept must lie in 1..{n_layer - 1}, got {n_kept}")
+    rest = uniform_layout(n_layer - 1, n_kept - 1) if n_kept > 1 else ()
+    return (1, *(1 + b for b in rest))
 
 
 def _brief(rep: dict) -> dict:
@@ -123,12 +146,12 @@ def uniform_layout(n_layer: int, n_kept: int) -> tuple[int, ...]:
 
 
 def frontier_verdict(rows: Sequence[dict], margin: float = 1.5, floor: float = 1e-6) -> dict:
-    """Compare each adaptive point with the *best* fixed spacing at equal memory (of the fixed layouts measured
-    with the same number of kept states, the one with the smallest gradient error, then reconstruction error;
-    `uniform_layout` when none was measured), on gradient error max(1 - cos_min, floor) and on the worst
-    reconstruction error. Per metric the adaptive layout *wins* if its error is `margin` times smaller, *loses*
+    """Compare each adaptive point with the *best* fixed layout at equal memory (of the fixed spacings and the
+    boundary-1 rivals measured with the same number of kept states, the one with the smallest gradient error, then
+    reconstruction error; `uniform_layout` when none was measured), on gradient error max(1 - cos_min, floor) and
+    on the worst reconstruction error. Per metric the adaptive layout *wins* if its error is `margin` times smaller, *loses*
     if `margin` times larger, else ties. Returns the per-point comparisons and the counts per metric."""
-    fixed = {r["keep"]: r for r in rows if r["kind"] == "fixed"}
+    fixed = {r["keep"]: r for r in rows if r["kind"] in ("fixed", "boundary 1")}
     n_layer = rows[0]["n_layer"]
 
     def best_fixed(n_kept: int) -> dict:
@@ -137,8 +160,8 @@ def frontier_verdict(rows: Sequence[dict], margin: float = 1.5, floor: float = 1
             return fixed[uniform_layout(n_layer, n_kept)]
         return min(same, key=lambda r: (grad_error(r["grad_cos_min"], floor), r["max_recon_error"]))
 
-    def outcome(a: float, f: float) -> str:
-        return "win" if f > margin * a else "loss" if a > margin * f else "tie"
+    def outcome(a: float, f: float) -> str:   # a win when adaptive's error is `margin` times smaller, a loss larger
+        return {-1: "win", 0: "tie", 1: "loss"}[ratio_side(a, f, margin)]
 
     points = []
     for r in (r for r in rows if r["kind"] == "adaptive"):
@@ -152,7 +175,8 @@ def frontier_verdict(rows: Sequence[dict], margin: float = 1.5, floor: float = 1
     layouts = distinct_layouts(points)
     layout_counts = {f"layout_{m}_{k}": sum(lay[m] == k for lay in layouts)
                      for m in ("grad", "recon") for k in ("win", "tie", "loss")}
-    return {"points": points, **counts, "layouts": layouts, **layout_counts}
+    return {"points": points, **counts, "layouts": layouts, **layout_counts,
+            "scored_on": rows[0].get("scored_on", "probe batch")}
 
 
 def distinct_layouts(points: Sequence[dict]) -> list[dict]:
@@ -162,7 +186,7 @@ def distinct_layouts(points: Sequence[dict]) -> list[dict]:
     (the same for every threshold that chose it), and `same_as_fixed`: the rival is the same layout, so it ties by
     construction."""
     groups: dict[tuple, dict] = {}
-    for p in points:
+    for p in points:   # `same_as_fixed`: the rival is the same layout
         lay = groups.setdefault(p["keep"], {"keep": p["keep"], "n_kept": p["n_kept"], "fixed_keep": p["fixed_keep"],
                                             "tau_warns": [], "grad": p["grad"], "recon": p["recon"],
                                             "same_as_fixed": p["keep"] == p["fixed_keep"]})

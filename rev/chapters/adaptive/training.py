@@ -24,6 +24,7 @@ from .measure import clone_model, fixed_spacing, state_bytes, stored_twin
 from .placement import grad_error
 from .policy import AdaptiveCheckpointer, AdaptivePolicy, FixedPolicy
 from .sizes import ChapterSizes, model_config
+from ..shared.verdicts import ratio_side
 
 
 def train_with_checkpointer(model: GPT, get_batch: Callable[[int], tuple[Tensor, Tensor]], steps: int, lr: float,
@@ -163,7 +164,8 @@ def training_verdict(summaries: Sequence[dict], target: float = 0.999, margin: f
     f = next(s for s in summaries if s["variant"].startswith("fp32 fixed"))
     err_a, err_f = grad_error(a["grad_cos_min"], floor), grad_error(f["grad_cos_min"], floor)
     fewer = a["kept_mean"] < f["kept_mean"] - 1e-9
-    better, worse = err_f > margin * err_a, err_a > margin * err_f
+    side = ratio_side(err_a, err_f, margin)
+    better, worse = side < 0, side > 0
     meets = a["grad_cos_min"] >= target
     return {"adaptive_meets_target": meets, "fixed_meets_target": f["grad_cos_min"] >= target,
             "fewer_kept_states": fewer, "better_fidelity": better, "worse_fidelity": worse,

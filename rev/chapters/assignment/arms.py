@@ -25,11 +25,11 @@ import torch
 
 from ...core.model import GPT, stored_twin
 from ...training.loop import TrainConfig, ensure_data, evaluate, load_model, plan_run
-from ..screening.rule import LOSS_TIE
 from ...base.files import write_json
 from ...base.profiles import ProfileLike
 from ..shared.results import BENCH_FILE
 from ..shared.runs import profile_dir, round_ratio
+from ..shared.verdicts import FALLBACK_TIE, Tie, loss_side_word, side_of_tie
 
 MIB = 2 ** 20
 GRAD_AGREE = 1e-3   # gradients closer than this (relative) make the same step, to the rounding of a few steps
@@ -61,34 +61,57 @@ def paired_twin(run: dict, data_dir: str | Path) -> dict:
             "grad_cosine": float(g_rev @ g_twin / (g_rev.norm() * g_twin.norm()))}
 
 
-def _bench_row(bench: dict, trunk: str) -> dict | None:
-    return next((r for r in bench.get("runs", []) if r["trunk"] == trunk), None)
+def bench_row(bench: dict, trunk: str, whole: bool = False) -> dict | None:
+    """`trunk`'s row of a bench: the first (run 2's own slicing: "auto"), or with `whole` the one that ran the
+    batch in one piece (`batch_slice` 0), as a stored trunk always does, when the bench timed it; else the first."""
+    rows = [r for r in bench.get("runs", []) if r["trunk"] == trunk]
+    if whole:
+        rows = [r for r in rows if r.get("batch_slice") == 0] or rows
+    return rows[0] if rows else None
+
+
+def _slicing(row: dict, batch: int | None = None) -> str:
+    """How a bench row ran its batch: whole (no slice, or a slice at least the batch), or in slices of so many."""
+    rows = row.get("batch_slice")
+    whole = not rows or (batch is not None and rows >= batch)
+    return "the whole batch" if whole else f"slices of {rows} sequences"
 
 
 def three_arms(run1: dict, run2: dict, bench: dict, twin: dict) -> pd.DataFrame:
-    """One row per arm (residual = run 1, the stored twin, the reversible trunk = run 2): what it changes, its
+    """One row per arm (residual = run 1, the stored twin, the reversible trunk = run 2 in its own slicing, and,
+    where the bench timed it, the reversible trunk on the whole batch as the twin runs it): what it changes, its
     validation loss (run 1 and run 2 as trained; the twin on run 2's weights), and from the interleaved bench its
     step's peak and activation memory and its tokens/s (median step)."""
-    arms = [("residual (run 1)", run1["trunk"], "stored", run1["final_val_loss"], "trained"),
-            (f"stored twin ({twin['twin']})", twin["twin"], "stored", twin["val_loss_stored"], "on run 2's weights"),
-            (f"reversible (run 2, {twin['trunk']})", twin["trunk"], "rebuilt", run2["final_val_loss"], "trained")]
+    arms = [("residual (run 1)", bench_row(bench, run1["trunk"]), "stored", run1["final_val_loss"], "trained"),
+            (f"stored twin ({twin['twin']})", bench_row(bench, twin["twin"]), "stored", twin["val_loss_stored"],
+             "on run 2's weights")]
+    sliced, whole = bench_row(bench, twin["trunk"]), bench_row(bench, twin["trunk"], whole=True)
+    batch = bench.get("batch")
+    arms.append((f"reversible (run 2, {twin['trunk']}, {_slicing(sliced or {}, batch)})", sliced, "rebuilt",
+                 run2["final_val_loss"], "trained"))
+    if whole is not None and whole is not sliced and _slicing(sliced or {}, batch) != _slicing(whole, batch):
+        arms.append((f"reversible, {_slicing(whole, batch)} as the twin", whole, "rebuilt", run2["final_val_loss"],
+                     "trained"))
     rows = []
-    for arm, trunk, backward, val, how in arms:
-        b = _bench_row(bench, trunk) or {}
+    for arm, b, backward, val, how in arms:
+        b = b or {}
         rows.append({"arm": arm, "backward": backward, "val loss": val, "loss measured": how,
                      "peak MiB": b.get("peak_bytes", math.nan) / MIB, "activations MiB":
                      b.get("activation_bytes", math.nan) / MIB, "tokens/s": b.get("tokens_per_s", math.nan)})
     return pd.DataFrame(rows).set_index("arm")
 
 
-def arms_finding(run1: dict, run2: dict, bench: dict, twin: dict) -> str:
-    """The two effects in words: the architecture's (stored twin against residual: loss one seed each, memory and
-    speed from the bench) and the backward's (reversible against the stored twin: loss and gradients on the same
-    weights, memory and speed from the bench), each speed with the bootstrap interval of its median round ratio."""
-    base, st, rv = (_bench_row(bench, t) for t in (run1["trunk"], twin["twin"], twin["trunk"]))
+def arms_finding(run1: dict, run2: dict, bench: dict, twin: dict, tie: Tie = FALLBACK_TIE) -> str:
+    """The two effects in words: the architecture's (stored twin against residual: loss one seed each against
+    `tie`, the same tie notebook 06 reads its single-seed gaps with; memory and speed from the bench) and the
+    backward's (reversible against the stored twin: loss and gradients on the same weights, memory and speed from
+    the bench, the reversible trunk on the whole batch as its stored twin runs it, so the slicing is not a second
+    cause), each speed with the bootstrap interval of its median round ratio."""
+    base, st = bench_row(bench, run1["trunk"]), bench_row(bench, twin["twin"])
+    rv = bench_row(bench, twin["trunk"], whole=True)
     arch = twin["val_loss_stored"] - run1["final_val_loss"]
-    arch_loss = (f"a tie within {LOSS_TIE} nats" if abs(arch) <= LOSS_TIE else
-                 f"{'lower' if arch < 0 else 'higher'} by {abs(arch):.3f} nats")
+    arch_loss = (f"a tie within {tie.text()}" if side_of_tie(arch, tie) == 0 else
+                 f"{loss_side_word(arch, tie)} by {abs(arch):.3f} nats, beyond the {tie.text()}")
     lines = [f"**Architecture** ({twin['twin']} against residual, both storing activations): validation loss "
              f"{twin['val_loss_stored']:.3f} against {run1['final_val_loss']:.3f}, {arch_loss} (one trained seed "
              f"each: the twin's loss is run 2's weights' under stored autograd)."]
@@ -107,16 +130,18 @@ def arms_finding(run1: dict, run2: dict, bench: dict, twin: dict) -> str:
                  f"{twin['grad_cosine']:.6f}), {same}.")
     if st and rv:
         sp = round_ratio(rv["step_times"], st["step_times"])
-        lines[-1] += (f" Bench: activations {rv['activation_bytes'] / st['activation_bytes']:.2f}x and peak "
-                      f"{rv['peak_bytes'] / st['peak_bytes']:.2f}x the stored twin's; tokens/s {sp.text()}.")
+        lines[-1] += (f" Bench, both on {_slicing(rv, bench.get('batch'))}: activations {rv['activation_bytes'] / st['activation_bytes']:.2f}x "
+                      f"and peak {rv['peak_bytes'] / st['peak_bytes']:.2f}x the stored twin's; tokens/s {sp.text()}.")
     return "\n".join(f"- {line}" for line in lines)
 
 
 def save_bench(profile: ProfileLike, results: str | Path, bench: dict) -> Path:
     """Keep what REPORT.md's throughput line reads of the interleaved bench (``results/<profile>/`` `BENCH_FILE`):
-    the batch, and per trunk its step seconds round by round, its peak and its activation bytes."""
-    rows = [{k: r.get(k) for k in ("trunk", "head", "step_times", "peak_bytes", "activation_bytes")}
+    the batch and sequence length, and per trunk its slicing, its step seconds round by round, its peak and its
+    activation bytes."""
+    rows = [{k: r.get(k) for k in ("trunk", "head", "batch_slice", "step_times", "peak_bytes", "activation_bytes")}
             for r in bench.get("runs", [])]
     path = profile_dir(results, profile) / BENCH_FILE
-    write_json(path, {"batch": bench.get("batch"), "rounds": bench.get("steps"), "runs": rows})
+    write_json(path, {"batch": bench.get("batch"), "seq_len": (bench.get("geometry") or {}).get("seq_len"),
+                      "rounds": bench.get("steps"), "runs": rows})
     return path

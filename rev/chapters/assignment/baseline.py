@@ -1,11 +1,13 @@
 """Notebook 04 (run 1, the baseline): how steady this machine's clock is, what the run's curve and sample show, and
 the notebook's takeaways, every sentence computed from the run.
 
-* `compare_speeds`   -- exercise 04.2's answer: a verdict from two sets of per-step timings that says
-                        "too noisy to tell" when a bootstrap interval for the difference of their medians
-                        holds 0 (its check is in `exercises`);
+* `compare_speeds`   -- exercise 04.2's answer (`rev.chapters.shared.verdicts.compare_speeds`): a verdict from
+                        two sets of per-step timings of the same work that says "too noisy to tell" when a
+                        bootstrap interval for the difference of their medians holds 0 (its check is in
+                        `exercises`);
 * `speed_halves`     -- the first and the second half of a run's timed steps: the same work twice, so any
-                        difference between them is the machine's;
+                        difference between them is the machine's (`verdicts.machine_drift` reads the same
+                        steps in eight windows);
 * `curve_reading`    -- the loss curve's landmarks in words (exercise 04.1's answer, measured);
 * `known_words`      -- how many of a sample's words occur in the training stories;
 * `baseline_takeaways` -- the closing bullets; every timing with its spread.
@@ -19,25 +21,13 @@ import re
 import statistics
 from typing import Sequence
 
-from ...measure.stats import quartiles
+from ...measure.bench import quartiles
 from ...data.tokens import TokenData
-from ...measure.stats import difference_verdict, median_difference_interval
+from ...measure.stats import median_difference_interval
 from ..shared.palette import sweep_colours
 from ..shared.run_log import read_log, step_speeds
-from ..shared.runs import Spread, loss_levels, run_dir_of, run_speed
-
-FASTER, SLOWER, TOO_NOISY = "faster", "slower", "too noisy to tell"
-
-
-# --- exercise 04.2: a verdict from timings that respects their spread -------------------------------------
-
-def compare_speeds(a: Sequence[float], b: Sequence[float]) -> str:
-    """Are the steps timed in `a` (tokens/s) faster or slower than those in `b`? Only when the 95% bootstrap
-    interval for the difference of their medians (`rev.measure.stats`) excludes 0; otherwise the difference is
-    inside the noise: "too noisy to tell". (Whether the two spreads overlap is no test: a few hundred steps pin
-    a median down far more finely than the spread of single steps, so a 3% shift can hide in overlapping
-    quartiles.)"""
-    return {1: FASTER, -1: SLOWER, 0: TOO_NOISY}[difference_verdict(a, b)]
+from ..shared.runs import loss_levels, run_dir_of, run_speed
+from ..shared.verdicts import FASTER, SLOWER, TOO_NOISY, Spread, compare_speeds, machine_drift
 
 
 # --- the run's own clock ------------------------------------------------------------------------------------
@@ -135,15 +125,27 @@ def baseline_takeaways(run1: dict, halves: tuple[list[float], list[float]] | Non
         + timing + ".",
     ]
     if halves is not None:
-        verdict = compare_speeds(*halves)
-        lines.append("The same work twice: " + halves_text(halves) + ". " + (
-            "The same work timed twice gave no difference the interval can see: a difference between two runs "
-            "is then worth reading only when its own interval excludes 0."
-            if verdict == TOO_NOISY else
-            "The machine's speed drifted within one run, by more than the interval's width: two runs timed one "
-            "after the other can differ by as much from the machine alone, so the trunks are compared "
-            "interleaved, step by step under the same load (notebook 05, `python -m rev bench`)."))
+        lines.append("The same work twice: " + halves_text(halves) + ". " + clock_lesson(timed_steps(run1)))
     return "\n".join(f"- {line}" for line in lines)
+
+
+def clock_lesson(steps: Sequence[float]) -> str:
+    """What one run's own clock says about comparing runs: whether the machine's speed changed during it (its
+    halves, `compare_speeds`, and its windows, `machine_drift`), and why runs timed apart get no speed verdict
+    either way."""
+    drift = machine_drift(steps)
+    mid = len(steps) // 2
+    moved = compare_speeds(steps[:mid], steps[mid:]) != TOO_NOISY or (drift is not None and drift.changed)
+    said = f" ({drift.text()})" if drift is not None else ""
+    if moved:
+        return (f"The machine's speed changed within this one run{said}: two runs timed one after the other can "
+                f"differ as much from the machine alone, so no speed verdict is drawn between runs timed apart; "
+                f"the trunks are compared interleaved, one step of each per round under the same load (notebook "
+                f"05's bench, `python -m rev bench`).")
+    return (f"No change this run's clock can see{said}. That still does not make two runs timed apart comparable: "
+            f"a bootstrap over steps treats them as independent draws, while steps timed in a row share the "
+            f"machine's slow drifts, and load that comes between two runs is in neither run's spread. Runs are "
+            f"compared by speed only when interleaved (notebook 05's bench).")
 
 
 # --- figure -----------------------------------------------------------------------------------------------

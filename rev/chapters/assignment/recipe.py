@@ -22,7 +22,7 @@ from ...core.optim import WARMUP_FLOOR_STEPS, peak_lr, warmup_steps
 from ...base.profiles import ProfileLike, get_profile
 from ...training.loop import TrainingDiverged
 from ..shared.run_log import read_log, run_start
-from ..screening.rule import LOSS_TIE
+from ..shared.verdicts import FALLBACK_TIE, within_tie
 from ..shared.runs import profile_dir, train_run
 from .searches import train_kwargs
 
@@ -126,7 +126,8 @@ def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) 
     bad = [f"{name} ({r['state']})" for name, r in sweep.iterrows() if r["state"] != "learnt"]
     length = f"{steps} steps" if steps else "a few steps"
     lines = [f"Each cell is one seed ({seed}) and {length}, its cosine ending at its own last step: the sweep ranks "
-             f"recipes over a short horizon, and a gap under {LOSS_TIE} nats is a tie."]
+             f"recipes over a short horizon, and a gap within {FALLBACK_TIE.nats:g} nats is a tie (the stated fallback: one "
+             f"seed per cell)."]
     if recipe["state"] != "learnt":
         lines.append(f"The recipe's own cell {recipe['state']}: the rule does not hold at this batch.")
     else:
@@ -134,7 +135,7 @@ def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) 
         gap = recipe["val loss"] - ok.loc[best, "val loss"]
         if gap <= 1e-12:
             lines.append(f"The recipe's cell ends lowest, at {recipe['val loss']:.3f} nats.")
-        elif gap <= LOSS_TIE:
+        elif within_tie(gap, FALLBACK_TIE):
             lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, a tie with the lowest ({best}, "
                          f"{gap:.3f} below it).")
         else:
@@ -142,4 +143,17 @@ def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) 
                          f"({best}): here the rule is not the best of these; the runs below keep it, the one recipe "
                          f"every profile uses, and the lowest of {len(sweep)} short runs is flattered by being picked.")
     lines.append("Cells that did not learn: " + ", ".join(bad) + "." if bad else "Every cell learnt.")
-    return " ".join(lines)
+    lines.append(_bracket(ok))
+    return " ".join(line for line in lines if line)
+
+
+def _bracket(ok: pd.DataFrame) -> str:
+    """Whether the sweep brackets the best rate: when its lowest cell ran at the highest rate tried, a higher rate
+    was never tried, so the sweep cannot say the recipe's rate is not too low (it can be its own ceiling)."""
+    if len(ok) < 2 or ok["peak lr"].nunique() < 2:
+        return ""
+    best = ok["val loss"].idxmin()
+    if ok.loc[best, "peak lr"] < ok["peak lr"].max():
+        return ""
+    return (f"The lowest cell ran at the highest rate tried ({ok.loc[best, 'peak lr']:.4f}): no higher rate was "
+            f"tried, so the sweep does not bracket the best rate and cannot say that a higher one would not do better.")

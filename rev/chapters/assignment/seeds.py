@@ -22,9 +22,9 @@ import numpy as np
 from ...base.files import read_json, write_json
 from ...base.profiles import ProfileLike, get_profile
 from ...measure.stats import LEVEL, mean_interval, t_quantile
-from ..screening.rule import LOSS_TIE
 from ..shared.results import SEEDS_FILE  # under results/<profile>/: the losses, the effect's interval, the seed tie
 from ..shared.runs import finished_run, profile_dir, train_run
+from ..shared.verdicts import FALLBACK_TIE, HIGHER, LOWER, interval_side, seed_tie
 
 SEEDS_DIR = "seeds"          # under results/<profile>/: the replicas, one folder per run and seed
 ARMS = {"run1_baseline": "baseline", "run2_reversible_same_batch": "reversible"}
@@ -56,23 +56,32 @@ def train_replicas(profile: ProfileLike, results: str | Path, data_dir: str | Pa
     return out
 
 
-def seed_spread(runs: dict[str, list[dict]], level: float = LEVEL) -> dict:
+SELECTED_SEED = 0   # the seed the screening picked the trunk on: its gap is the selected draw, not a fresh one
+
+
+def seed_spread(runs: dict[str, list[dict]], level: float = LEVEL, selected: int | None = SELECTED_SEED) -> dict:
     """From {run: [summary per seed]} (runs 1 and 2, seeds paired by position): each arm's final losses, the paired
-    differences run 2 - run 1 with their mean and t interval, the pooled seed spread of one run's loss and the tie
-    margin it implies for two single-seed runs. With one seed only the losses and the difference are given."""
+    differences run 2 - run 1, the pooled seed spread of one run's loss and the tie margin it implies for two
+    single-seed runs, and the effect's t interval over the seeds other than `selected` (the screening chose the
+    trunk on that seed's short run, so its gap was picked for being good: counting it would flatter the effect).
+    With fewer than 2 other seeds there is no interval; with one seed in all, no spread either."""
     base, rev = (np.array([r["final_val_loss"] for r in runs[k]], float) for k in ARMS)
     if len(base) != len(rev):
         raise ValueError(f"runs 1 and 2 have {len(base)} and {len(rev)} seeds: the differences pair them by seed")
     diff = rev - base
+    fresh = np.array([d for i, d in enumerate(diff) if i != selected])
     out = {"seeds": len(base), "level": level, "baseline": base.tolist(), "reversible": rev.tolist(),
-           "diff": diff.tolist(), "diff_mean": float(diff.mean())}
+           "diff": diff.tolist(), "diff_mean": float(diff.mean()), "selected_seed": selected,
+           "verdict_seeds": len(fresh)}
     if len(base) < 2:
         return out
-    mean, lo, hi = mean_interval(diff, level)
     sd = math.sqrt((base.var(ddof=1) + rev.var(ddof=1)) / 2)   # pooled over both arms: 2(n-1) degrees of freedom
     tie = t_quantile(0.5 + level / 2, 2 * (len(base) - 1)) * math.sqrt(2) * sd
-    return out | {"diff_lo": lo, "diff_hi": hi, "sd": sd, "tie": tie,
-                  "same_sign": bool((diff < 0).all() or (diff > 0).all())}
+    out |= {"sd": sd, "tie": tie, "same_sign": bool((diff < 0).all() or (diff > 0).all())}
+    if len(fresh) < 2:
+        return out
+    mean, lo, hi = mean_interval(fresh, level)
+    return out | {"verdict_mean": mean, "diff_lo": lo, "diff_hi": hi}
 
 
 def save_spread(profile: ProfileLike, results: str | Path, spread: dict) -> Path:
@@ -88,34 +97,48 @@ def load_spread(profile_folder: str | Path) -> dict | None:
     return read_json(path) if path.is_file() else None
 
 
-def seed_tie(spread: dict | None) -> tuple[float, str]:
-    """(tie margin in nats, where it comes from) for a comparison of two single-seed runs: the measured seed tie
-    when there are at least 2 seeds, else the screening's fixed `LOSS_TIE`, said to be a fixed constant."""
-    if spread and spread.get("tie") is not None:
-        return spread["tie"], f"the seed tie measured on runs 1 and 2 over {spread['seeds']} seeds"
-    return LOSS_TIE, "the screening's fixed tie (no seed spread was measured)"
+def seeds_side(spread: dict | None) -> int | None:
+    """Run 2 against run 1 over the seeds: -1 lower, +1 higher when the mean paired difference's t interval (over
+    the seeds the screening did not select) excludes 0, 0 when it holds 0; None without that interval."""
+    if not isinstance(spread, dict) or "diff_lo" not in spread:
+        return None
+    return interval_side(spread["diff_lo"], spread["diff_hi"], 0.0)
+
+
+def seeds_reading(spread: dict | None) -> str | None:
+    """The gap of run 2 against run 1 over the seeds, in one clause, the same in notebook 05 and REPORT.md: the
+    mean difference over the seeds the screening did not select, its t interval and whether those seeds separate
+    the runs. None without an interval (fewer than 2 such seeds)."""
+    side = seeds_side(spread)
+    if side is None:
+        return None
+    held = ("the seeds do not separate the two runs (the interval holds 0)" if side == 0 else
+            f"run 2 is {LOWER if side < 0 else HIGHER} beyond the seeds' spread")
+    return (f"over the {spread['verdict_seeds']} seeds other than seed {spread['selected_seed']} (the screening's, "
+            f"which picked the trunk) the mean difference is {spread['verdict_mean']:+.3f} nats "
+            f"({spread['level']:.0%} t interval {spread['diff_lo']:+.3f} to {spread['diff_hi']:+.3f}): {held}")
 
 
 def spread_finding(spread: dict) -> str:
     """What the seeds say, in words: the effect with its interval and whether it holds on every seed, the spread of
-    one run, and the tie it implies beside the screening's fixed `LOSS_TIE`."""
+    one run, and the tie it implies beside the stated fallback tie (`verdicts.FALLBACK_TIE`)."""
     n, d = spread["seeds"], spread["diff"]
     per_seed = ", ".join(f"{x:+.3f}" for x in d)
     if n < 2:
         return (f"One seed only (this profile trains runs 1 and 2 once): run 2 - run 1 = {d[0]:+.3f} nats is a "
                 f"single-seed difference, with no measured spread to call it a win or a tie.")
-    lo, hi = spread["diff_lo"], spread["diff_hi"]
-    resolved = lo > 0 or hi < 0
-    effect = (f"run 2 - run 1 = {spread['diff_mean']:+.3f} nats on average over {n} seeds (per seed {per_seed}; "
-              f"{spread['level']:.0%} t interval {lo:+.3f} to {hi:+.3f}): "
-              + (f"the reversible run is {'lower' if hi < 0 else 'higher'} beyond the seeds' spread"
-                 if resolved else "the interval holds 0, so these seeds do not separate the two runs")
+    reading = seeds_reading(spread) or (
+        f"seed {spread['selected_seed']} is the screening's (the trunk was picked on its short run, so its gap is "
+        f"the selected draw) and {spread['verdict_seeds']} other seed cannot give an interval: no verdict on the "
+        f"effect")
+    effect = (f"Run 2 - run 1, per seed {per_seed}: {reading}"
               + ("" if spread["same_sign"] else "; the sign changes from seed to seed") + ".")
-    wider = spread["tie"] > LOSS_TIE
+    measured = seed_tie(spread)
+    wider = measured.wider_than(FALLBACK_TIE)
     tie = (f"One run's final loss moves by sigma = {spread['sd']:.3f} nats from seed to seed (pooled over both arms), "
-           f"so two single-seed runs differ by up to {spread['tie']:.3f} nats by chance alone ({spread['level']:.0%}): "
+           f"so two single-seed runs differ by up to {measured.nats:.3f} nats by chance alone ({spread['level']:.0%}): "
            f"that is the tie margin the report applies to its single-seed verdicts. The screening's fixed tie of "
-           f"{LOSS_TIE} nats is {'narrower' if wider else 'wider'} than this"
+           f"{FALLBACK_TIE.nats:g} nats is {'narrower' if wider else 'wider'} than this"
            + (", so a screening gap it calls a win can be seed noise at the full budget." if wider else "."))
     return f"- {effect}\n- {tie}"
 
@@ -135,7 +158,8 @@ def plot_seeds(spread: dict):
         ax.scatter([x] * spread["seeds"], spread[arm], color=run_colour(run), zorder=2, s=30)
     title = f"{spread['seeds']} seeds"
     if "diff_lo" in spread:
-        title += f": run 2 - run 1 {spread['diff_mean']:+.3f} [{spread['diff_lo']:+.3f}, {spread['diff_hi']:+.3f}]"
+        title += (f": run 2 - run 1 over seeds other than {spread['selected_seed']} {spread['verdict_mean']:+.3f} "
+                  f"[{spread['diff_lo']:+.3f}, {spread['diff_hi']:+.3f}]")
     ax.set(xticks=[0, 1], xticklabels=["run 1\nresidual", "run 2\nreversible"], xlim=(-0.4, 1.6),
            ylabel="final validation loss (nats)", title=title)
     ax.title.set_fontsize(9)

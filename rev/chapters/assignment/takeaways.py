@@ -1,10 +1,9 @@
 """Notebooks 04-06: the takeaways and computed findings, Markdown built from the results (so a run that turns out
 otherwise reads otherwise).
 
-Two rules hold throughout. A timing is quoted with its spread (`rev.chapters.shared.runs.Spread`), and a verdict drawn from
-it ("slower", "faster", "agrees with the prediction") is given only when the spread lies on one side of the
-compared value; otherwise the text says it is too noisy to tell on this machine. Validation losses closer than
-the screening's `LOSS_TIE` are called a tie: one seed cannot separate them.
+Every verdict comes from `rev.chapters.shared.verdicts`: a speed verdict only from the interleaved bench (runs
+timed apart read "not comparable: timed apart"), and a loss verdict of one seed each against the tie the caller
+passes (notebook 06 passes the seed tie notebook 05 measured; the stated fallback otherwise).
 """
 from __future__ import annotations
 
@@ -17,11 +16,16 @@ from ...measure.noise_scale import steps_ratio, tokens_ratio
 from ...core.optim import WARMUP_FLOOR_STEPS
 from ..shared.results import deep_capped, loss_head_finding, number, stream_reliability
 from ..shared.tables import counted
-from ..shared.run_log import PLATEAU_NATS, first_evaluation_from, run_start, val_loss_at
+from ..shared.run_log import PLATEAU_NATS, run_start
+from .arms import bench_row
 from .exercises import memory_split
-from ..shared.runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, Spread, bench_ratio,
-                   loss_spikes, run_dir_of, speed_ratio_between)
-from ..screening.rule import LOSS_TIE, TOO_NOISY
+from .seeds import seeds_reading, seeds_side
+from .spending import Spent, memory_spent
+from ..shared.record import RunRecord, equal_tokens
+from ..shared.runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDOW, bench_ratio, loss_spikes,
+                           round_ratio, run_dir_of, speed_ratio_between)
+from ..shared.verdicts import (FALLBACK_TIE, TIMED_APART, Spread, Tie, interval_side, loss_words, seed_tie,
+                               side_of_tie, speed_verdict, speed_words)
 
 
 # --- takeaways: Markdown computed from the results --------------------------------------------------------
@@ -32,123 +36,105 @@ def _bullets(lines: list[str]) -> str:
 
 # --- comparing timings and losses, with their spread ------------------------------------------------------
 
-def speed_verdict(ratio: Spread, a: str, b: str) -> str:
-    """How `a`'s speed compares with `b`'s from the ratio a/b: slower or faster only when its interval (the
-    bootstrap interval of the median ratio, over steps or over interleaved rounds) lies on one side of 1."""
-    side = ratio.side(1.0)
-    if side:
-        return (f"{a} was {'slower' if side < 0 else 'faster'} than {b}: {ratio.text()} of its tokens/s, the whole "
-                f"interval {'below' if side < 0 else 'above'} 1")
-    return f"{TOO_NOISY} whether {a} is slower or faster than {b}: {ratio.text()} covers 1"
-
-
 def against_prediction(ratio: Spread, predicted: float, stream: str = "fp32") -> str:
-    """Whether a measured speed ratio (reversible / stored, the reversible trunk on `stream`) agrees with the cost
-    model's `predicted` one."""
+    """Whether an interleaved speed ratio (reversible / its stored twin, the reversible trunk on `stream`) agrees
+    with the cost model's `predicted` one: inside its interval, or on which side (`verdicts.interval_side`)."""
     p = f"the prediction {predicted:.2f}"
-    if ratio.covers(predicted):
-        if ratio.covers(1.0):
+    if speed_verdict(ratio) == TIMED_APART:
+        return f"{p} cannot be tested on timings taken apart"
+    side, against_one = interval_side(ratio.lo, ratio.hi, predicted), interval_side(ratio.lo, ratio.hi, 1.0)
+    if side == 0:
+        if against_one == 0:
             return f"{p} lies inside that interval too, so whether the cost model holds is just as hard to tell"
         return f"{p} lies inside the interval: the cost model holds on this machine"
-    if ratio.hi < predicted:
+    if side < 0:
         return (f"below {p} even at the top of its interval: the reversible step costs more than its extra FLOPs "
                 f"(its backward walks the layers one at a time on small tensors"
                 + ("" if stream == "fp32" else f" and converts each block's input from its {stream} stream")
                 + ", work a FLOP count leaves out)")
-    if ratio.lo > 1:
+    if against_one > 0:
         return (f"above {p} and above 1, though the reversible trunk does strictly more arithmetic: on this machine "
                 f"something other than arithmetic (memory traffic, the allocator, other load) set the step time")
     return (f"above {p} even at the bottom of its interval: the extra forward cost less than its FLOPs say, or the "
             f"stored trunk paid for something the count leaves out (moving its kept activations through memory)")
 
 
-def runs_against_bench(runs: Spread, bench: Spread) -> str:
-    """Whether the training runs' speed ratio agrees with the interleaved bench's, and why it may not."""
-    why = ("they were timed at different moments, minutes apart, under whatever else this machine was doing then "
-           "(the evaluation passes and a busy neighbour land on one run and not the other), while each of the "
-           "bench's rounds shares its load between the trunks. The bench is the fair one")
-    if bench.covers(runs.value):
-        return f"The training runs: {runs.text()}, consistent with the bench."
-    if runs.lo <= bench.hi and bench.lo <= runs.hi:
-        return (f"The training runs: {runs.text()}: its median lies outside the bench's interval, though its own range "
-                f"is too wide to call it a contradiction; {why}.")
-    return f"The training runs: {runs.text()}, outside the bench's interval: they disagree, because {why}."
-
-
-def loss_verdict(diff: float, a: str, b: str, tie: float = LOSS_TIE) -> str:
-    """`a`'s loss minus `b`'s (one seed each), as a verdict: lower, higher, or a tie within `tie` nats (the
-    screening's fixed `LOSS_TIE`, or the seed tie `seeds.seed_tie` reads off notebook 05's seed spread)."""
-    if abs(diff) <= tie:
-        return f"a tie, within {tie:.3g} nats (one seed cannot separate {a} from {b})"
-    return f"{a} {'lost' if diff > 0 else 'won'} by {abs(diff):.3f} nats"
+def runs_line(runs: Spread) -> str:
+    """The training runs' own speed ratio, shown for what it is: two runs timed apart, so no verdict."""
+    return (f"The training runs: {runs.text()}: {TIMED_APART}. They ran minutes apart under whatever else this "
+            f"machine was doing then (the evaluation passes and a busy neighbour land on one run and not the "
+            f"other), so their ratio is no measurement of the trunks; the bench's rounds share their load.")
 
 
 def _equal_tokens(a: dict, b: dict) -> tuple[int, float | None, float | None]:
-    """(tokens, a's validation loss, b's) at the token count both runs reached: their final losses when they
-    trained on the same tokens, else read from their logs at the smaller count."""
-    if a["tokens"] == b["tokens"]:
-        return a["tokens"], a["final_val_loss"], b["final_val_loss"]
-    tokens = min(a["tokens"], b["tokens"])
-    da, db = run_dir_of(a), run_dir_of(b)
-    return (tokens, val_loss_at(da, tokens) if da else None, val_loss_at(db, tokens) if db else None)
+    """(tokens, a's validation loss, b's) at the token count both runs reached (`record.equal_tokens`)."""
+    return equal_tokens(RunRecord.of(a), RunRecord.of(b))
 
 
 # --- notebook 05: the same batch ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class SameBatchSpeed:
-    """Run 2's speed against run 1's three ways: the cost model's prediction, the interleaved bench (the fair
-    measurement: one step of each trunk in turn, so a slow moment hits both) and the two training runs."""
+    """Run 2's speed three ways: the cost model's prediction (reversible over its stored twin: the same network,
+    one extra trunk forward), the interleaved bench (one step of each trunk per round, so a slow moment hits all
+    of them: `bench` reversible over residual, `twin` reversible over its stored twin, which is what the
+    prediction is read against) and the two training runs, timed apart (a description, no verdict)."""
     predicted: float
     bench: Spread | None
     runs: Spread | None
     stream: str = "fp32"   # the reversible trunk's stream: conversions cost time only off fp32
+    twin: Spread | None = None
 
 
 def same_batch_speed(predicted: float, bench: dict | None, trunk: str, run1: dict, run2: dict) -> SameBatchSpeed:
-    """The three speed ratios of notebook 05 (`bench`: a `bench_trunks` result with residual and `trunk`)."""
+    """The speed ratios of notebook 05 (`bench`: a `bench_trunks` result with residual, `trunk` and, where it
+    timed it, `trunk`'s stored twin)."""
     return SameBatchSpeed(predicted, bench_ratio(bench, trunk) if bench else None, speed_ratio_between(run2, run1),
-                          run2.get("stream", "fp32"))
+                          run2.get("stream", "fp32"), twin_ratio(bench, trunk) if bench else None)
+
+
+def twin_ratio(bench: dict, trunk: str) -> Spread | None:
+    """`trunk`'s speed over its stored twin's in the bench, round by round (`runs.round_ratio`), the reversible
+    trunk on the whole batch as the twin runs it where the bench timed that (`arms.bench_row`), so the ratio has
+    one cause; None when the bench did not time the twin."""
+    rev, twin = bench_row(bench, trunk, whole=True), bench_row(bench, stored_twin(trunk))
+    if rev is None or twin is None or not rev.get("step_times") or not twin.get("step_times"):
+        return None
+    return round_ratio(rev["step_times"], twin["step_times"])
 
 
 def speed_table(speed: SameBatchSpeed):
-    """The three speed ratios, one row each, with their spread."""
+    """The speed ratios, one row each, with their spread: the training runs' without an interval (timed apart)."""
     import pandas as pd
 
     rows = {"predicted (cost model)": {"ratio": speed.predicted, "low": None, "high": None, "spread": "none: a model",
-                                       "n": None}}
-    for name, s in (("interleaved bench", speed.bench), ("training runs", speed.runs)):
+                                       "verdict": "", "n": None}}
+    for name, s in (("bench: reversible / stored twin", speed.twin), ("bench: reversible / residual", speed.bench),
+                    ("training runs: run 2 / run 1", speed.runs)):
         if s is not None:
-            rows[name] = {"ratio": s.value, "low": s.lo, "high": s.hi, "spread": s.kind, "n": s.n}
+            rows[name] = {"ratio": s.value, "low": s.lo, "high": s.hi, "spread": s.kind,
+                          "verdict": speed_verdict(s), "n": s.n}
     return pd.DataFrame(rows).T
 
 
 def speed_finding(speed: SameBatchSpeed) -> str:
-    """What the three speed ratios say together: the bench's verdict against 1 and against the prediction, and
-    whether the training runs agree with the bench (and why they may not)."""
-    lines = [f"Predicted by the cost model: {speed.predicted:.2f}."]
+    """What the speed ratios say together: the prediction read against the bench's reversible / stored-twin ratio
+    (the cost model's own comparison), the bench's reversible / residual verdict (run 2's trunk against run 1's,
+    the report's throughput), and the training runs shown as timed apart."""
+    lines = [f"Predicted by the cost model (reversible over its stored twin): {speed.predicted:.2f}."]
+    if speed.twin is not None:
+        lines.append(f"Interleaved bench, reversible against its stored twin (the same network, {speed.twin.n} "
+                     f"rounds): {speed_words(speed.twin, 'the reversible step', 'the stored twin')}; "
+                     f"{against_prediction(speed.twin, speed.predicted, speed.stream)}.")
     if speed.bench is not None:
-        lines.append(f"Interleaved bench, the fair measurement ({speed.bench.n} rounds, one step of each trunk in "
-                     f"turn): {speed_verdict(speed.bench, 'the reversible step', 'the stored one')}; "
-                     f"{against_prediction(speed.bench, speed.predicted, speed.stream)}.")
+        lines.append(f"Interleaved bench, reversible against the residual baseline (run 2's trunk against run 1's): "
+                     f"{speed_words(speed.bench, 'the reversible step', 'the residual one')}"
+                     + ("" if speed.twin is not None else
+                        f"; {against_prediction(speed.bench, speed.predicted, speed.stream)} (no twin was timed, so "
+                        f"this ratio mixes the architecture into the prediction's test)") + ".")
     if speed.runs is not None:
-        if speed.bench is None:
-            lines.append(f"The training runs: {speed.runs.text()}; {against_prediction(speed.runs, speed.predicted, speed.stream)} "
-                         f"(their steps were not interleaved: load that changed between them is in this ratio).")
-        else:
-            lines.append(runs_against_bench(speed.runs, speed.bench))
+        lines.append(runs_line(speed.runs))
     return _bullets(lines)
-
-
-def _seeds_reading(spread: dict | None) -> str:
-    """The same gap over seeds, when notebook 05 measured them: resolved or not by the mean difference's interval."""
-    if not spread or "diff_lo" not in spread:
-        return ""
-    lo, hi = spread["diff_lo"], spread["diff_hi"]
-    held = (f"the gap holds beyond the seeds' spread (run 2 {'lower' if hi < 0 else 'higher'})" if lo > 0 or hi < 0
-            else "the interval holds 0: over these seeds the two runs are not separated")
-    return (f"Over {spread['seeds']} seeds the mean difference is {spread['diff_mean']:+.3f} nats ({spread['level']:.0%} "
-            f"t interval {lo:+.3f} to {hi:+.3f}): {held}. ")
 
 
 def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = None,
@@ -158,26 +144,23 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
     mem = run2["peak_memory_bytes"] / run1["peak_memory_bytes"]
     act = memory_split(run2)["activations_MiB"] / memory_split(run1)["activations_MiB"]
     layers = run2["model_config"]["n_layer"]
-    if speed is not None and speed.bench is not None:
-        fair = speed.bench
-        agree = "" if speed.runs is None else (
-            f" The training runs' own ratio, {speed.runs.text()}, "
-            + ("agrees with it." if fair.covers(speed.runs.value) else
-               "has its median outside the bench's interval: the runs were timed at different moments under different "
-               "load; the bench is the fair one."))
-        verdict = speed_verdict(fair, "the reversible step", "the stored one")
-        speed_line = (f"Speed, from the interleaved bench: {verdict}; "
-                      f"{against_prediction(fair, speed.predicted, speed.stream)}.{agree}")
+    fair = None if speed is None else speed.twin or speed.bench
+    if fair is not None:
+        against = "its stored twin" if fair is speed.twin else "the residual baseline"
+        speed_line = (f"Speed, from the interleaved bench against {against}: "
+                      f"{speed_words(fair, 'the reversible step', against)}; "
+                      f"{against_prediction(fair, speed.predicted, speed.stream)}. The training runs' own ratio is "
+                      f"{TIMED_APART}.")
     else:
-        ratio = speed.runs if speed is not None else speed_ratio_between(run2, run1)
-        speed_line = (f"Speed, from the training runs alone (not interleaved, so load that changed between them is in "
-                      f"it): {speed_verdict(ratio, 'run 2', 'run 1')}." if ratio is not None else
-                      "Speed: no per-step log to give the training runs' tokens/s a spread.")
+        speed_line = (f"Speed: no interleaved bench, and the training runs are {TIMED_APART}: no speed verdict "
+                      f"here.")
     tokens, v2, v1 = _equal_tokens(run2, run1)
     slicing = run2.get("batch_slicing") or {}
     sliced = (f" Its step ran the batch as {slicing['described']} (`rev.measure.slicing`), so backward rebuilt one "
               f"slice's activations at a time: that is how the ratio can fall below 1/{layers}."
               if slicing.get("slices", 1) > 1 else "")
+    seeds, tie = seeds_reading(spread), seed_tie(spread)   # one seed each: the measured seed tie where there is one
+    gap_side = seeds_side(spread) if seeds else side_of_tie(v2 - v1, tie)
     return _bullets([
         f"At batch {run2['batch_size']} the reversible trunk peaked at {mem:.2f}x the baseline's memory "
         f"({run2['peak_memory_bytes'] / 2**20:.1f} vs {run1['peak_memory_bytes'] / 2**20:.1f} MiB); the part above "
@@ -186,21 +169,27 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
         + sliced,
         speed_line,
         f"Validation loss {v2:.3f} vs {v1:.3f} ({v2 - v1:+.3f} nats) at {tokens:,} tokens"
-        + (f" on seed 0. {_seeds_reading(spread)}" if _seeds_reading(spread) else
-           f", one seed each: {loss_verdict(v2 - v1, 'the reversible trunk', 'the baseline')}. ")
-        + _attribution(run2, twin),
+        + (f" on seed 0; {seeds}. " if seeds else
+           f", one seed each: {loss_words(v2 - v1, 'the reversible trunk', 'the baseline', tie)} "
+           f"({tie.source}). ")
+        + _attribution(run2, twin, gap_side),
         f"The trained trunk rebuilds its input with relative error {run2['reconstruction_error']:.1e} "
         f"(limit {RECON_LIMIT:g}).",
     ])
 
 
-def _attribution(run2: dict, twin: dict | None) -> str:
-    """Whose gap the loss gap is: the architecture's, as far as the stored twin measured on run 2's weights shows."""
+def _attribution(run2: dict, twin: dict | None, gap_side: int = 1) -> str:
+    """Whose gap the loss gap is: the architecture's, as far as the stored twin measured on run 2's weights shows;
+    with `gap_side` 0 (the seeds, or the tie, do not separate the runs) there is no gap to attribute, and the twin
+    says only that the memory-free backward moved nothing."""
     arch = f"{run2['trunk']}, h = {run2.get('h', '?')}, against a residual trunk"
+    whose = (f"This gap is the architecture's ({arch})" if gap_side else
+             "The runs are not separated, so there is no gap to attribute; had there been one, it would be the "
+             f"architecture's ({arch})")
     if twin is None:
-        return (f"This gap is the architecture's ({arch}), not the memory-free backward's: that one computes its "
-                f"stored twin's gradients (the twin check above), so the stored {stored_twin(run2['trunk'])} would "
-                f"train to the same loss up to round-off.")
+        return (f"{whose}, not the memory-free backward's: that one computes its stored twin's gradients (the twin "
+                f"check above), so the stored {stored_twin(run2['trunk'])} would train to the same loss up to "
+                f"round-off.")
     from .arms import GRAD_AGREE
 
     if twin["grad_rel_error"] >= GRAD_AGREE:
@@ -210,37 +199,32 @@ def _attribution(run2: dict, twin: dict | None) -> str:
     d = twin["val_loss_reversible"] - twin["val_loss_stored"]
     same = "the reversible trunk's validation loss bit for bit" if d == 0 else \
         f"a validation loss {d:+.1e} nats from the reversible trunk's"
-    return (f"This gap is the architecture's ({arch}): on run 2's weights the stored {twin['twin']} gives {same} and "
-            f"gradients {twin['grad_rel_error']:.1e} apart (the three arms above), so the memory-free backward "
-            f"moved neither.")
+    return (f"{whose}: on run 2's weights the stored {twin['twin']} gives {same} and gradients "
+            f"{twin['grad_rel_error']:.1e} apart (the three arms above), so the memory-free backward moved neither.")
 
 
 # --- notebook 06: the max batch, depth, spikes ------------------------------------------------------------
 
-def depth_finding(run1: dict, run2: dict | None, run4: dict, deep: MaxDepth, tie: float = LOSS_TIE) -> str:
+def depth_finding(run1: dict, run2: dict | None, run4: dict, deep: MaxDepth, tie: Tie = FALLBACK_TIE) -> str:
     """Run 4 (the reversible trunk made as deep as the baseline's memory allows) against run 2 (the same trunk at
-    the profile's depth, same batch and tokens) and against the baseline: did spending the memory on depth pay,
-    and what did a token cost."""
+    the profile's depth, same batch and tokens) and against the baseline: did spending the memory on depth pay.
+    The runs were timed apart, so what a token cost is not compared (notebook 05's bench times trunks)."""
     capped = " (the search's cap, not the memory limit)" if deep_capped(deep.to_dict()) else ""
     t1, v4, v1 = _equal_tokens(run4, run1)
     head = (f"Spending the memory on depth: run 4 ({deep.n_layer} reversible layers{capped}, in the baseline's memory "
             f"at batch {deep.batch}) reached {v4:.3f} at {t1:,} tokens. Against the baseline's {v1:.3f}: "
-            f"{loss_verdict(v4 - v1, 'the deep run', 'the baseline', tie)}.")
+            f"{loss_words(v4 - v1, 'the deep run', 'the baseline', tie)}.")
     if run2 is None:
         return head + " Run 2 (notebook 05, the same trunk at the profile's depth) is not in the results."
     t2, v4b, v2 = _equal_tokens(run4, run2)
     d = v4b - v2
-    if d > tie:
-        why = (f"the deeper model lost by {d:.3f} nats: at {t2:,} tokens its extra layers had not paid for "
-               f"themselves (depth pays once a budget is large enough to train the layers it adds)")
-    elif d < -tie:
-        why = f"the deeper model won by {-d:.3f} nats: the saved memory bought a lower loss at the same tokens"
-    else:
-        why = f"a tie, within {tie:.3g} nats: at this budget the extra layers bought nothing one seed can see"
-    speed = speed_ratio_between(run4, run2)
-    cost = "" if speed is None else f" Per token, {speed_verdict(speed, 'run 4', 'run 2')}."
-    return (f"{head} Against run 2, the same trunk with {run2['n_layer']} layers, at {v2:.3f}: {why}.{cost}"
-            + _horizon_caveat(run2, run4))
+    why = {1: f"the deeper model lost by {d:.3f} nats: at {t2:,} tokens its extra layers had not paid for "
+              f"themselves (depth pays once a budget is large enough to train the layers it adds)",
+           -1: f"the deeper model won by {-d:.3f} nats: the saved memory bought a lower loss at the same tokens",
+           0: f"a tie, within {tie.nats:.3g} nats: at this budget the extra layers bought nothing one seed can "
+              f"see"}[side_of_tie(d, tie)]
+    return (f"{head} Against run 2, the same trunk with {run2['n_layer']} layers, at {v2:.3f}: {why}. Per token, "
+            f"the two runs' speeds are {TIMED_APART}." + _horizon_caveat(run2, run4))
 
 
 def _horizon_caveat(run2: dict, run4: dict) -> str:
@@ -254,18 +238,17 @@ def _horizon_caveat(run2: dict, run4: dict) -> str:
 
 
 def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, run2: dict | None = None,
-                 tie: float = LOSS_TIE) -> str:
+                 tie: Tie = FALLBACK_TIE) -> str:
     """Run 3's lesson, computed: at a fixed token budget the larger batch takes fewer steps; what a step bought
     (the equal-steps view, `views` = `max_batch_views(...)`); how much of the gap the trunk could explain
-    (run 2 vs run 1 at the same batch); what the larger batch would buy on a GPU (labelled: not measured) and
-    what it bought per token here."""
+    (run 2 vs run 1 at the same batch); what the larger batch would buy on a GPU (labelled: not measured)."""
     b3, b1 = run3["batch_size"], run1b["batch_size"]
     s3, s1 = run3["steps"], run1b["steps"]
     tokens, v3, v1 = _equal_tokens(run3, run1b)
     d = v3 - v1
     lines = [f"At a fixed token budget a larger batch takes fewer steps: run 3 at batch {b3} took {s3:,} optimizer "
              f"steps, run 1b at batch {b1} took {s1:,} ({s1 / s3:.1f}x as many). At {tokens:,} tokens run 3 is at "
-             f"{v3:.3f}, run 1b at {v1:.3f} ({d:+.3f} nats): {loss_verdict(d, 'the larger batch', 'the smaller', tie)}."]
+             f"{v3:.3f}, run 1b at {v1:.3f} ({d:+.3f} nats): {loss_words(d, 'the larger batch', 'the smaller', tie)}."]
     if views is not None and len(views):
         v = views.set_index("run")
         at3, at1 = (number(v.loc[n, "val_loss_at_equal_steps"]) if n in v.index else None
@@ -273,15 +256,12 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
         steps = int(v["equal_steps"].iloc[0])
         if at3 is not None and at1 is not None:
             ds = at3 - at1
-            if ds < -tie:
-                what = ("step for step the larger batch was ahead: each of its steps averaged the gradient over more "
+            what = {-1: "step for step the larger batch was ahead: each of its steps averaged the gradient over more "
                         "sequences, a less noisy step" + ("; it lost at equal tokens for lack of steps, not of data"
-                                                         if d > tie else ""))
-            elif ds > tie:
-                what = ("even step for step the larger batch was behind: its extra sequences per step bought "
-                        "nothing here")
-            else:
-                what = f"step for step the two are a tie (within {tie:.3g} nats)"
+                                                         if side_of_tie(d, tie) > 0 else ""),
+                    1: "even step for step the larger batch was behind: its extra sequences per step bought nothing "
+                       "here",
+                    0: f"step for step the two are a tie (within {tie.nats:.3g} nats)"}[side_of_tie(ds, tie)]
             lines.append(f"After {steps} steps each: run 3 at {at3:.3f}, run 1b at {at1:.3f} ({ds:+.3f}): {what}.")
         else:
             lines.append(f"After {steps} steps each the logs cannot tell (see the table's note).")
@@ -300,69 +280,58 @@ def batch_lesson(run1b: dict, run3: dict, views=None, run1: dict | None = None, 
                  f"{s1:,} steps the larger batch takes as many, on {r:.1f}x the tokens, provided its step runs the "
                  f"batch in slices large enough to keep the GPU busy (on a GPU the fewest slices its memory allows, "
                  f"`rev.measure.slicing`; `python -m rev gpucheck` times that). A CPU has no idle units to fill once "
-                 f"its cores are busy: time per step grows with the batch.")
-    speed = speed_ratio_between(run3, run1b)
-    if speed is not None:
-        verdict = speed_verdict(speed, f"run 3 (batch {b3})", f"run 1b (batch {b1})")
-        lines.append(f"On this machine, per token: {verdict} (a different trunk as well, whose backward does more "
-                     f"work).")
+                 f"its cores are busy: time per step grows with the batch. On this machine runs 3 and 1b were timed "
+                 f"one after the other: their speeds are {TIMED_APART}.")
     return _bullets(lines)
 
 
-def _gap_at_equal_tokens(run: dict, ref: dict) -> tuple[int, float, bool] | None:
-    """(tokens, run's loss minus ref's, whether that is only a lower bound) at the tokens both reached. A run with
-    a large batch may have no evaluation that early: its first evaluation after that point (more tokens, so a loss
-    no higher, as a loss that falls) gives a lower bound on its gap."""
-    tokens, v, r = _equal_tokens(run, ref)
-    if r is None:
-        return None
-    if v is not None:
-        return tokens, v - r, False
-    later = first_evaluation_from(run_dir_of(run), tokens) if run_dir_of(run) else None
-    return None if later is None else (tokens, later[1] - r, True)
+def _spent_said(a: Spent, ref: str, tie: Tie) -> str:
+    """One spending's gap in words: a lower bound where its run had no evaluation by the tokens compared."""
+    if a.gap.bound:
+        return (f"at least {a.gap.diff:+.3f} nats (it had no evaluation by {a.gap.tokens:,} tokens; its first one "
+                f"came later, on more tokens)")
+    return f"{a.gap.diff:+.3f} nats, {loss_words(a.gap.diff, a.run, ref, tie)}"
 
 
 def memory_spend_finding(noise_scale: float, run1: dict, run2: dict | None, run3: dict, run4: dict,
-                         deep: MaxDepth, tie: float = LOSS_TIE) -> str:
+                         deep: MaxDepth, tie: Tie = FALLBACK_TIE, maxbatch: dict | None = None) -> str:
     """Where the freed memory should go, batch (run 3) or depth (run 4): the noise-scale model's reason first, then
     both runs at equal tokens against the run that differs from each in that one thing, run 2 (the same trunk at
-    the profile's batch and depth; run 1 when run 2 is missing, which changes the trunk too), with the same tie
-    margin `tie` as every loss verdict of one seed each (notebook 06 passes the seed tie notebook 05 measured)."""
+    the profile's batch and depth; run 1 when run 2 is missing, which changes the trunk too), read by
+    `spending.memory_spent` as REPORT.md's headline reads it; the two are set against each other only where they
+    spent the same memory (`maxbatch`: maxbatch.json's budget; `deep`: the depth search's)."""
     b1, b3 = run1["batch_size"], run3["batch_size"]
     steps_cut = 1 / steps_ratio(b3, b1, noise_scale)      # how many of run 1's steps one of run 3's is worth
     token_cost = tokens_ratio(b3, b1, noise_scale)        # how many of run 1's tokens run 3 needs per one
     side = "above" if b3 > noise_scale else "below"
-    lines = [f"The noise scale says where the memory pays. Run 1's B_noise is {noise_scale:.0f} sequences; run 3's "
-             f"batch {b3} is {side} it, so one of its steps is worth {steps_cut:.2f} of a step at batch {b1}, but it "
-             f"needs {token_cost:.2f}x the tokens for the same loss. Spent on batch, the memory buys fewer steps "
-             f"(time, where a step's time barely grows with the batch) and costs tokens; spent on depth, at batch "
-             f"{b1}, every token keeps its worth and the question is only whether {deep.n_layer} layers learn more "
-             f"from them than {run1['n_layer']}."]
+    lines = [f"The noise scale says where the memory pays. Run 1's simple noise scale B_simple is {noise_scale:.0f} "
+             f"sequences; run 3's batch {b3} is {side} it, so one of its steps is worth {steps_cut:.2f} of a step at "
+             f"batch {b1}, but it needs {token_cost:.2f}x the tokens for the same loss. Spent on batch, the memory "
+             f"buys fewer steps (time, where a step's time barely grows with the batch) and costs tokens; spent on "
+             f"depth, at batch {b1}, every token keeps its worth and the question is only whether {deep.n_layer} "
+             f"layers learn more from them than {run1['n_layer']}."]
     ref, name = (run2, "run 2") if run2 is not None else (run1, "run 1 (a different trunk as well)")
     short = name.split(" (")[0]
-    batch, depth = _gap_at_equal_tokens(run3, ref), _gap_at_equal_tokens(run4, ref)
-    if batch is None or depth is None:
+    spent = memory_spent(ref, short, run3, run4, tie, {**(maxbatch or {}), "deep": deep.to_dict()})
+    if spent is None or len(spent.arms) < 2:
         lines.append(f"The logs cannot set both runs beside {name} at equal tokens.")
         return _bullets(lines)
-    (t3, d3, bound), (t4, d4, _) = batch, depth
-    said = (f"at least {d3:+.3f} nats (it had no evaluation by {t3:,} tokens; its first one came later, on more "
-            f"tokens)" if bound else f"{d3:+.3f} nats, {loss_verdict(d3, 'run 3', short, tie)}")
-    lines.append(f"Measured at equal tokens against {name}, one seed each: the batch (run 3, at {t3:,} tokens) "
-                 f"{said}; the depth (run 4, at {t4:,} tokens) {d4:+.3f} nats, {loss_verdict(d4, 'run 4', short, tie)}.")
-    if d3 - d4 > tie:
-        steps3, steps_ref = (t3 * r["steps"] // r["tokens"] for r in (run3, ref))
-        why = (f": by then run 3 had taken {steps3:,} steps against {name.split(' (')[0]}'s {steps_ref:,}, and above "
-               f"B_noise each of its tokens is worth less (1/{token_cost:.2f} of one at batch {b1} by run 1's B_noise "
-               f"at its end)" if b3 > noise_scale else f": by then run 3 had taken {steps3:,} steps against "
-               f"{steps_ref:,}")
-        lines.append(f"At a fixed token budget the memory was better spent on depth, by "
-                     f"{'at least ' if bound else ''}{d3 - d4:.3f} nats{why}.")
-    elif bound:
+    batch, depth = spent.arms
+    lines.append(f"Measured at equal tokens against {name}, one seed each: the batch (run 3, at {batch.gap.tokens:,} "
+                 f"tokens) {_spent_said(batch, short, tie)}; the depth (run 4, at {depth.gap.tokens:,} tokens) "
+                 f"{_spent_said(depth, short, tie)}.")
+    better = spent.head_to_head()
+    if not spent.same_budget():
+        lines.append(f"The two spent different memory (batch: {batch.budget_text()}; depth: {depth.budget_text()}), "
+                     f"so they are not set against each other: each is read against {short} alone.")
+    elif better is None:
         lines.append("The bound cannot say which spending was better at a fixed token budget.")
-    elif d4 - d3 > tie:
-        lines.append(f"At a fixed token budget the memory was better spent on batch, by {d4 - d3:.3f} nats.")
+    elif better == 0:
+        lines.append(f"Neither spending beat the other by more than {tie.nats:.3g} nats at a fixed token budget.")
     else:
-        lines.append(f"Neither spending beat the other by more than {tie:.3g} nats at a fixed token budget.")
+        gap = abs(batch.gap.diff - depth.gap.diff)
+        lines.append(f"At a fixed token budget and the same memory, the memory was better spent on "
+                     f"{'depth' if better > 0 else 'batch'}, by {gap:.3f} nats.")
     return _bullets(lines)
 
 
@@ -421,7 +390,7 @@ def spike_finding(runs: dict[str, dict]) -> str:
 
 
 def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: MaxDepth,
-                        ablation: dict | None = None, tie: float = LOSS_TIE) -> str:
+                        ablation: dict | None = None, tie: Tie = FALLBACK_TIE) -> str:
     """`runs`: the summaries of run1_baseline, run1b_baseline_maxbatch, run3_reversible_max_batch and
     run4_reversible_deep (and run 3b, `RUN3B`, and run2_reversible_same_batch when they ran), by name;
     `ablation`: `loss_head_ablation`'s result."""
@@ -431,14 +400,12 @@ def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: Max
     run2 = runs.get("run2_reversible_same_batch")
     tokens, v3, v1b = _equal_tokens(run3, run1b)
     unigram = f"; a context-free model scores {run3['unigram_val_loss']:.3f}" if run3.get("unigram_val_loss") else ""
-    speed = speed_ratio_between(run3, run1b)
-    speed_text = "" if speed is None else f" Per token, {speed_verdict(speed, 'run 3', 'run 1b')}."
     lines = [
         f"Under {mb['budget_bytes'] / 2**20:.0f} MiB the reversible trunk fits batch {b_rev} against the "
         f"baseline's {b_base}: {b_rev / b_base:.2f}x.",
         f"At their max batches and {tokens:,} tokens: validation loss {v3:.3f} (reversible) vs {v1b:.3f} (baseline), "
-        f"{loss_verdict(v3 - v1b, 'run 3', 'run 1b', tie)}; the same tokens took {run3['steps']:,} vs "
-        f"{run1b['steps']:,} optimizer steps{unigram}.{speed_text}",
+        f"{loss_words(v3 - v1b, 'run 3', 'run 1b', tie)}; the same tokens took {run3['steps']:,} vs "
+        f"{run1b['steps']:,} optimizer steps{unigram}. Their speeds are {TIMED_APART}.",
     ]
     stall = stalled_start(run_dir_of(run3), run3.get("unigram_val_loss"), run_dir_of(run1b))
     if stall:
@@ -447,10 +414,8 @@ def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: Max
     if run3b:
         ok, why = stream_reliability(run3b["stream"], run3b["reconstruction_error"])
         ok3, why3 = stream_reliability(run3["stream"], run3["reconstruction_error"])
-        ratio = speed_ratio_between(run3b, run3)
-        per_token = "" if ratio is None else f"; {speed_verdict(ratio, 'run 3b', 'run 3')}"
         lines.append(f"Run 3b, the same trunk on {run3b['stream']} at its own max batch {run3b['batch_size']}: "
-                     f"validation loss {run3b['final_val_loss']:.3f}{per_token}; run 3b is {why}; run 3 is {why3}.")
+                     f"validation loss {run3b['final_val_loss']:.3f}; run 3b is {why}; run 3 is {why3}.")
     lines.append(depth_finding(run1, run2, run4, deep, tie))
     spiked = [n for n, s in runs.items() if run_dir_of(s) and loss_spikes(run_dir_of(s))]
     lines.append(f"Loss spikes (see the runs side by side): in {', '.join(spiked)}." if spiked else

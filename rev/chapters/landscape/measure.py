@@ -34,8 +34,8 @@ from ...base.device import single_thread
 from ...measure.memory import training_step_memory
 from ...base.profiles import ProfileLike, get_profile
 from . import models as M
-from ..shared.runs import Spread, round_ratio
-from ..screening.rule import TOO_NOISY
+from ..shared.runs import round_ratio
+from ..shared.verdicts import TOO_NOISY, Spread, speed_verdict
 
 
 @dataclass(frozen=True)
@@ -340,18 +340,21 @@ def _speed(rows: list[dict], variant: str, depth: int, batch: int) -> float:
 
 def speed_ratio(rows: list[dict], a: str, b: str, depth: int, batch: int) -> Spread | None:
     """`a`'s speed over `b`'s at one timed point, round by round (both steps of a round ran under the same load):
-    the median of the rounds' ratios and their quartiles. None when the steps were not kept."""
+    the median of the rounds' ratios with its bootstrap interval, or with their quartiles where the rounds are too
+    few to test (`runs.round_ratio`; `verdicts.speed_verdict` then reads it as too noisy). None when the steps were
+    not kept."""
     ta, tb = _row(rows, a, depth, batch).get("step_times"), _row(rows, b, depth, batch).get("step_times")
     if not ta or not tb:
         return None
-    return round_ratio(ta, tb, spread="quartiles")   # a description: too few rounds to test
+    return round_ratio(ta, tb)
 
 
 def ratio_text(ratio: Spread | None, fallback: float) -> str:
-    """A speed ratio with its spread, and, when the spread covers 1, that the difference is noise here."""
+    """A speed ratio with its spread, and, when `verdicts.speed_verdict` cannot read it (too few rounds, or an
+    interval holding 1), that the difference is noise here."""
     if ratio is None:
         return f"{fallback:.2f}x"
-    noisy = f", {TOO_NOISY} whether it is slower" if ratio.covers(1.0) else ""
+    noisy = f", {TOO_NOISY} whether it is slower" if speed_verdict(ratio) == TOO_NOISY else ""
     rounds = f"{ratio.n} round" + ("s" if ratio.n != 1 else "")
     return f"{ratio.value:.2f}x ({ratio.kind} {ratio.lo:.2f}-{ratio.hi:.2f}, {rounds}{noisy})"
 
@@ -453,7 +456,11 @@ def takeaways(s: dict, checks: list[dict], gpt: M.Geometry, frontier: M.Geometry
               plan: M.Plan = M.FRONTIER_PLAN) -> str:
     f, t, deep = s["fits"], s["tokens"], s["deep"]
     sel, ckpt, rev = (M.activation_bytes(frontier, k, plan) / M.GIB for k in ("selective", "ckpt_block", "reversible"))
-    ok = sum(c["per_layer_ok"] for c in checks)
+    ok, ws = sum(c["per_layer_ok"] for c in checks), sum(c["working_set_ok"] for c in checks)
+    working = ("" if ws == len(checks) else
+               f" The working-set model (about one stored layer, held once) matched {ws} of {len(checks)}: the "
+               f"frontier figures below add it unconfirmed, so their reversible-against-checkpointing gap rests on "
+               f"the per-layer term alone.")
     here = {k: M.activation_bytes(gpt, k) / M.GIB for k in ("stored", "ckpt_block", "reversible")}
     return "\n".join([
         "### Takeaways",
@@ -461,7 +468,7 @@ def takeaways(s: dict, checks: list[dict], gpt: M.Geometry, frontier: M.Geometry
         f"statistics); per-block checkpointing keeps one stream value "
         f"({f['ckpt_block'][0]:.0f} bytes), the reversible trunks keep none.",
         f"* {ok} of {len(checks)} measured variants match their memory model per layer; the same formulas give "
-        f"Korthikanti et al.'s 34sbh + 5as^2b and its tensor/sequence-parallel splits.",
+        f"Korthikanti et al.'s 34sbh + 5as^2b and its tensor/sequence-parallel splits." + working,
         f"* Measured, reversible Euler holds less than per-block checkpointing "
         f"{depth_phrase(s['cross']['reveuler_rev'], deep)}, midpoint "
         f"{depth_phrase(s['cross']['midpoint_rev'], deep)}; at {deep} layers reversible Euler holds "

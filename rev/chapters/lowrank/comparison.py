@@ -26,6 +26,7 @@ import pandas as pd
 from ...measure.stats import mean_interval
 from ..shared.palette import ARMS
 from ..shared.tables import counted
+from ..shared.verdicts import interval_side, side_of_tie, within_tie
 from .controller import RankController
 from .experiment import gradient_fidelity, make_digits, new_model, step_peak_bytes
 from .sizes import LowRankSizes, chapter_sizes
@@ -149,6 +150,7 @@ def compare(sz: LowRankSizes, spacing0: int, th: dict, rule: str = "corrected", 
                   f"{fixed_rank} spacing {spacing0}, accuracy {rows[-1]['accuracy']:.3f}")
     table = pd.DataFrame(rows)
     table.attrs["logs"] = logs
+    table.attrs["rank_cap"] = sz.rank_cap   # the controller's own cap: a fixed arm there cannot be exceeded
     return table
 
 
@@ -158,7 +160,8 @@ def _paired(c: pd.DataFrame, f: pd.DataFrame, column: str, log: bool, higher_is_
     a, b = c[column], f[column]
     diff = np.log10(a.clip(lower=1e-300)) - np.log10(b.clip(lower=1e-300)) if log else a - b
     diff = -diff if higher_is_better else diff  # from here on, negative means the controller did better
-    return int((diff < -tie).sum()), int((diff > tie).sum()), paired_sign_flip(diff)
+    sides = [side_of_tie(float(d), tie) for d in diff]
+    return sides.count(-1), sides.count(1), paired_sign_flip(diff)
 
 
 def verdict(table: pd.DataFrame) -> dict:
@@ -175,7 +178,8 @@ def verdict(table: pd.DataFrame) -> dict:
            "rank_c": float(c["rank"].mean()), "rank_f": float(f["rank"].mean()),
            "rank_start": float(c.rank_start.mean()), "rank_spec": float(c.rank_specified.mean()),
            "kept_c": float(c.kept.mean()), "kept_f": float(f.kept.mean()), "reloads": int(c.reloads.sum()),
-           "cos_c": float(c.grad_cos.mean()), "cos_f": float(f.grad_cos.mean())}
+           "cos_c": float(c.grad_cos.mean()), "cos_f": float(f.grad_cos.mean()),
+           "fixed_at_cap": bool(table.attrs.get("rank_cap") and f["rank"].max() >= table.attrs["rank_cap"])}
     for prefix, column, log, higher in (("acc", "accuracy", False, True), ("loss", "final_loss", True, False),
                                         ("var", "loss_var", True, False)):
         w, lo, pv = _paired(c, f, column, log, higher, tie=1e-9 if column == "accuracy" else TIE)
@@ -278,7 +282,7 @@ PEAK_MATCH = 0.05   # two arms' mean peaks within 5% count as equal memory
 def _verdict_line(name: str, v: dict) -> str:
     ties = lambda w, lo: v["seeds"] - w - lo  # noqa: E731
     r = v["peak_ratio"]
-    memory = ("equal mean measured peak" if abs(r - 1) <= PEAK_MATCH else
+    memory = ("equal mean measured peak" if within_tie(r - 1, PEAK_MATCH) else
               f"mean measured peak not matched: the {'fixed arm' if r < 1 else 'controller'} had "
               f"{abs(1 / r - 1) if r < 1 else r - 1:.0%} more")
     return (f"* {name}, {v['seeds']} paired seeds, {memory} (controller/fixed {v['peak_ratio']:.2f}; "
@@ -291,7 +295,17 @@ def _verdict_line(name: str, v: dict) -> str:
             f"{ties(v['acc_wins'], v['acc_losses'])} wins/losses/ties, p = {v['acc_p']:.3f}: "
             f"{_word(v['acc_wins'], v['acc_losses'], v['acc_p'], 'classifies better')}); loss variance over the "
             f"second half {v['var_c']:.3g} vs {v['var_f']:.3g} (p = {v['var_p']:.3f}); final loss {v['loss_c']:.3f} "
-            f"vs {v['loss_f']:.3f} (p = {v['loss_p']:.3f}).")
+            f"vs {v['loss_f']:.3f} (p = {v['loss_p']:.3f})." + _cap_caveat(v))
+
+
+def _cap_caveat(v: dict) -> str:
+    """When the fixed arm sits at the controller's own rank cap, the controller can only match or undercut its
+    rank: it could tie or lose on gradient error, never win, so the comparison cannot say adaptivity helps."""
+    if not v.get("fixed_at_cap"):
+        return ""
+    return (" The fixed arm sits at the controller's own rank cap: the controller could only match or undercut its "
+            "rank, so it could tie or lose on gradient error but never win; these seeds cannot say whether "
+            "adaptivity helps.")
 
 
 def success_criterion(table: pd.DataFrame) -> dict:
@@ -303,7 +317,7 @@ def success_criterion(table: pd.DataFrame) -> dict:
     mean, lo, hi = mean_interval(diff) if len(diff) > 1 else (float(diff.mean()), -math.inf, math.inf)
     out = {"seeds": len(diff), "rank_c": float(c["rank"].mean()), "rank_f": float(f["rank"].mean()),
            "acc_diff": mean, "acc_lo": lo, "acc_hi": hi, "cos_min": float(c.grad_cos.min())}
-    out |= {"lower_rank": out["rank_c"] < out["rank_f"], "non_inferior": lo > -ACC_MARGIN,
+    out |= {"lower_rank": out["rank_c"] < out["rank_f"], "non_inferior": interval_side(lo, hi, -ACC_MARGIN) > 0,
             "cosine_ok": out["cos_min"] > COS_GOOD}
     return out | {"met": out["lower_rank"] and out["non_inferior"] and out["cosine_ok"]}
 

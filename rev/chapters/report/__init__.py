@@ -2,7 +2,8 @@
 
 The package, in the order the notebook tells the story:
 
-* `headline`   the headline in computed lines (memory, loss, batch, throughput, what the saved memory bought), and the throughput verdicts that respect the spread;
+* `headline`   the headline in computed lines (memory, loss with seeds, batch and whether it paid, throughput from the
+               interleaved bench, not won, not measured) and what the machine's timings cannot say;
 * `writer`     the findings in sentences, the report's tables, REPORT.md with its figures, the `report` command;
 * `summaries`  notebook 07's readings of exactness per stream and of loss against time at equal tokens;
 * `qualifiers` the sentences that qualify a finding: the worst trained reconstruction, what moved with the stream;
@@ -11,9 +12,9 @@ The package, in the order the notebook tells the story:
 
 Everything public is re-exported here: `from rev.chapters import report; report.write_report(results, profile)`.
 """
-from .headline import (NOISY, batch_line, compare_speed, headline_lines, limits, loss_line, max_batch_speed_sentence,
-                       memory_line, mib, pct, Quartiles, speed_sentence, SpeedComparison, spent_line, throughput_caveat,
-                       throughput_line)
+from .headline import (batch_line, bench_speed, budget_reason, drifted_runs, headline_lines, limits, loss_line,
+                       memory_line, mib, not_measured_line, not_won_line, pct, spent_line, spent_of,
+                       throughput_caveat, throughput_line, timing_note)
 from .writer import (SECTIONS, UNIGRAM_MARGIN, add_arguments, assignment_sections, bullet_list, compare_with_published,
                      corpus_used, findings, format_headline, markdown_table, maxbatch_table, report_markdown, run_cli,
                      runs_table, takeaways, takeaways_markdown, text_table, write_report)
@@ -22,9 +23,9 @@ from .companions import CHAPTERS, TRACE_DOC_LIMIT, TRACE_MAGIC, UNDECIDED, chapt
 from .exercises import (MAX_BATCH_RUNS, changed_findings, check_stored_bytes_per_layer,
                         check_with_reconstruction_error, race_answer, stored_trunk_markdown, with_reconstruction_error)
 
-__all__ = ["NOISY", "batch_line", "compare_speed", "headline_lines", "limits", "loss_line", "max_batch_speed_sentence",
-           "memory_line", "mib", "pct", "Quartiles", "speed_sentence", "SpeedComparison", "spent_line", "throughput_caveat",
-           "throughput_line", "SECTIONS", "UNIGRAM_MARGIN", "add_arguments", "assignment_sections", "bullet_list",
+__all__ = ["batch_line", "bench_speed", "budget_reason", "drifted_runs", "headline_lines", "limits", "loss_line",
+           "memory_line", "mib", "not_measured_line", "not_won_line", "pct", "spent_line", "spent_of",
+           "throughput_caveat", "throughput_line", "timing_note", "SECTIONS", "UNIGRAM_MARGIN", "add_arguments", "assignment_sections", "bullet_list",
            "compare_with_published", "corpus_used", "findings", "format_headline", "loss_and_time_summary",
            "markdown_table", "maxbatch_table", "reconstruction_summary", "report_markdown", "run_cli", "runs_table",
            "takeaways", "takeaways_markdown", "text_table", "write_report", "CHAPTERS", "TRACE_DOC_LIMIT",

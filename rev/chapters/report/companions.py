@@ -125,7 +125,9 @@ def _lowrank(folder: Path) -> str | None:
     return (f"Over {v['seeds']} paired seeds the rank controller's gradient is closer to the dense one on {v['wins']}, "
             f"farther on {v['losses']}, tied on {ties} (exact sign-flip p = {v['p']:.3f}); mean rank {v['rank_c']:.1f} "
             f"against {v['rank_f']:.1f} fixed, accuracy {v['acc_c']:.3f} against {v['acc_f']:.3f} "
-            f"(p = {v['acc_p']:.3f})." + _success(v))
+            f"(p = {v['acc_p']:.3f})."
+            + (" The fixed arm sat at the controller's own rank cap, so the controller could tie or lose but not win."
+               if v.get("fixed_at_cap") else "") + _success(v))
 
 
 def _success(v: dict) -> str:

@@ -1,7 +1,8 @@
 """Notebook 07's exercises: the reference answers and the checks their check cells call.
 
 07.1 predicts which run wins on loss and which on time; `race_answer` puts each prediction of the model answer
-beside this run's table and says whether it held (timings judged against the runs' per-step spread). 07.2
+beside this run's table and says whether it held (losses against the seed tie, speeds from the interleaved bench
+only: the runs were timed apart, so a prediction about their seconds is not tested). 07.2
 derives, from the max-batch probes, the memory a stored trunk needs per layer per sequence; 07.3 changes one
 measured number and watches which finding of the report changes with it. The conventions are those of
 `rev.chapters.shared.exercises`.
@@ -16,11 +17,11 @@ import pandas as pd
 
 from ...core.reversible import RECON_LIMIT
 from .writer import findings
-from .headline import NOISY, compare_speed
-from ..shared.results import (row_spread, BASE, BASE_MAX, COLUMNS, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, loss_and_time,
-                      main_reversible_trunk, main_run, maxbatch_of, read_json_or_note,
-                      stored_bytes_per_layer)
-from ..screening.rule import LOSS_TIE
+from .headline import bench_speed
+from ..shared.results import (BASE, BASE_MAX, COLUMNS, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, loss_and_time,
+                              main_reversible_trunk, main_run, maxbatch_of, read_json_or_note,
+                              stored_bytes_per_layer)
+from ..shared.verdicts import FASTER, SLOWER, TIMED_APART, TOO_NOISY, seed_tie, side_of_tie, speed_verdict
 
 MAX_BATCH_RUNS = (BASE_MAX, REV_MAX, REV_MAX_STREAM)
 
@@ -121,8 +122,8 @@ def _held(ok: bool) -> str:
     return "**held**" if ok else "**did not hold**"
 
 
-def _deep_lowest(race: pd.DataFrame) -> str | None:
-    """Prediction: the deep reversible model ends lowest per token."""
+def _deep_lowest(race: pd.DataFrame, tie) -> str | None:
+    """Prediction: the deep reversible model ends lowest per token (against `tie`, a `verdicts.Tie`)."""
     loss = race.dropna(subset=["val_loss"])
     if REV_DEEP not in set(loss["run"]) or not len(loss):
         return None
@@ -130,10 +131,10 @@ def _deep_lowest(race: pd.DataFrame) -> str | None:
     if low["run"] == REV_DEEP:
         return f"The deep run ends lowest per token: {_held(True)} ({deep['val_loss']:.3f})."
     gap = deep["val_loss"] - low["val_loss"]
-    tie = (f", within the {LOSS_TIE}-nat tie margin: a tie on one seed, not a clear loss" if gap <= LOSS_TIE
-           else ": more layers did not pay on this token budget")
+    said = (f", within the tie margin ({tie.text()}): a tie on one seed, not a clear loss"
+            if side_of_tie(gap, tie) == 0 else ": more layers did not pay on this token budget")
     return (f"The deep run ends lowest per token: {_held(False)}. At {low['tokens']:,.0f} tokens the lowest is "
-            f"{low['label']} ({low['val_loss']:.3f}); the deep run ended at {deep['val_loss']:.3f}, {gap:+.3f}{tie}.")
+            f"{low['label']} ({low['val_loss']:.3f}); the deep run ended at {deep['val_loss']:.3f}, {gap:+.3f}{said}.")
 
 
 def _max_batch_higher(race: pd.DataFrame) -> str | None:
@@ -160,50 +161,40 @@ def _max_batch_higher(race: pd.DataFrame) -> str | None:
             f"profile's batch when its batch is larger, lower when it is smaller: {verdict} (" + "; ".join(parts) + ").")
 
 
-def _seconds_range(df: pd.DataFrame, row: pd.Series) -> tuple[float, float] | None:
-    """The training seconds a run would have taken at its per-step quartile speeds (fast end, slow end)."""
-    run = main_run(df, row["run"])
-    q = row_spread(run)
-    return (row["tokens"] / q[2], row["tokens"] / q[0]) if q and q[0] > 0 and pd.notna(row["tokens"]) else None
-
-
-def _max_batch_fastest(df: pd.DataFrame, race: pd.DataFrame) -> str | None:
-    """Prediction: a max-batch run spends the fewest seconds on its tokens (judged against the per-step spread)."""
+def _max_batch_fastest(race: pd.DataFrame) -> str | None:
+    """Prediction: a max-batch run spends the fewest seconds on its tokens. Its seconds come from runs timed one
+    after another, so the prediction is not tested here: the table's seconds are shown, the verdict is
+    `verdicts.TIMED_APART`."""
     time = race.dropna(subset=["train_seconds"]).sort_values("train_seconds")
     if len(time) < 2:
         return None
     fast, second = time.iloc[0], time.iloc[1]
-    ok = fast["run"] in MAX_BATCH_RUNS
-    a, b = _seconds_range(df, fast), _seconds_range(df, second)
-    # the spread decides the verdict only when the two fastest runs fall on opposite sides of the prediction
-    noisy = a is not None and b is not None and a[1] >= b[0] and ok != (second["run"] in MAX_BATCH_RUNS)
-    out = (f"A max-batch run takes the fewest seconds for {int(fast['tokens']):,} tokens: "
-           f"{NOISY if noisy else _held(ok)}. Fewest: {fast['label']} "
-           f"({fast['train_seconds']:.1f} s), then {second['label']} ({second['train_seconds']:.1f} s).")
-    if noisy:
-        out += (f" At their per-step quartile speeds those would take {a[0]:.1f}-{a[1]:.1f} s and {b[0]:.1f}-"
-                f"{b[1]:.1f} s: the ranges overlap.")
-    return out
+    return (f"A max-batch run takes the fewest seconds for {int(fast['tokens']):,} tokens: **not tested**, the runs' "
+            f"speeds are {TIMED_APART} (their table reads {fast['label']} {fast['train_seconds']:.1f} s, then "
+            f"{second['label']} {second['train_seconds']:.1f} s, each at its own median step under whatever load "
+            f"its minutes saw).")
 
 
 def _reversible_slower(df: pd.DataFrame) -> str | None:
-    """Prediction: at the same batch the reversible run is slower than the baseline (recomputation)."""
-    c = compare_speed(main_run(df, BASE), main_run(df, REV))
-    if c is None:
-        return None
-    verdict = {NOISY: f"{NOISY} ({c.spread_text()})", "slower": _held(True) + f" ({c.spread_text()})",
-               "faster": _held(False) + f": it ran faster ({c.spread_text()}), which recomputation cannot "
-                         f"explain; the runs were timed one after another, under whatever load the machine had"}
-    return (f"At the same batch the reversible run is slower than the baseline ({c.rev:,.0f} against "
-            f"{c.base:,.0f} tokens/s): {verdict[c.verdict]}.")
+    """Prediction: at the same batch the reversible step is slower than the baseline's (recomputation), read from
+    notebook 05's interleaved bench (`headline.bench_speed`), the only timing that compares trunks."""
+    s = bench_speed(df.attrs.get("bench"), main_run(df, REV))
+    if s is None:
+        return (f"At the same batch the reversible run is slower than the baseline: **not tested**, no interleaved "
+                f"bench at run 2's batch, and the runs are {TIMED_APART}.")
+    verdict = speed_verdict(s)
+    said = {TOO_NOISY: f"{TOO_NOISY} ({s.text()})", SLOWER: _held(True) + f" ({s.text()})",
+            FASTER: _held(False) + f": it ran faster ({s.text()}) in rounds that shared their load, so something "
+                    f"other than arithmetic set the step time on this machine"}[verdict]
+    return f"At the same batch the reversible step is slower than the baseline's (notebook 05's bench): {said}."
 
 
 def race_answer(df: pd.DataFrame) -> str:
     """Markdown for exercise 07.1: each prediction of the model answer beside this run's measurement, and whether
     it held; a prediction whose runs are missing is left out."""
     race = loss_and_time(df)
-    lines = [s for s in (_deep_lowest(race), _max_batch_higher(race), _max_batch_fastest(df, race),
-                         _reversible_slower(df)) if s]
+    lines = [s for s in (_deep_lowest(race, seed_tie(df.attrs.get("seeds"))), _max_batch_higher(race),
+                         _max_batch_fastest(race), _reversible_slower(df)) if s]
     if not lines:
         return "Not enough finished main runs to check the predictions yet."
     return "**The predictions against this run's table:**\n\n" + "\n".join(f"- {s}" for s in lines)

@@ -10,6 +10,7 @@ import pandas as pd
 from ...core.reversible import RECON_LIMIT
 from ..shared.results import format_value
 from ..shared.tables import counted
+from ..shared.verdicts import TIMED_APART
 
 
 def _against_limit(err: float) -> str:
@@ -38,17 +39,16 @@ def reconstruction_summary(df: pd.DataFrame) -> str:
 
 
 def loss_and_time_summary(table: pd.DataFrame) -> str:
-    """Markdown: which run of `results.loss_and_time` was lowest at the shared token count, and which took the
-    fewest seconds to train on it."""
-    loss, time = table.dropna(subset=["val_loss"]), table.dropna(subset=["train_seconds"])
-    if not len(loss) or not len(time):
+    """Markdown: which run of `results.loss_and_time` was lowest at the shared token count (one seed each), and
+    what its seconds column can say: each run's own, timed apart, so no run is named the fastest."""
+    loss = table.dropna(subset=["val_loss"])
+    if not len(loss):
         return "Not enough finished main runs to compare yet."
-    low, fast = loss.iloc[0], time.loc[time["train_seconds"].idxmin()]
-    seconds = format_value(low["train_seconds"], "{:.1f}")
+    low = loss.iloc[0]
     longer = table[table["trained_tokens"] > 1.02 * table["tokens"]]
     note = (f" ({'; '.join(longer['label'])} trained on more and {'is' if len(longer) == 1 else 'are'} read at this "
             f"count from {'its' if len(longer) == 1 else 'their'} log, mid-way through {'its' if len(longer) == 1 else 'their'} schedule)"
             if len(longer) else "")
     return (f"At {low['tokens']:,.0f} tokens{note}: lowest validation loss **{low['label']}** ({low['val_loss']:.3f}, "
-            f"{seconds} s of training). Fewest seconds for those tokens: **{fast['label']}** "
-            f"({fast['train_seconds']:.1f} s, at {format_value(fast['val_loss'], '{:.3f}')}).")
+            f"one seed each). The seconds column is each run's own at its median step: the runs were timed one after "
+            f"another, so their seconds are {TIMED_APART} and no run is named the fastest.")

@@ -24,12 +24,11 @@ from ...base.files import check_output, swap_in, write_text
 from ...base.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
 from ..shared.tables import MISSING, counted, format_number, header, tidy
-from ..assignment.seeds import seed_tie
 from .companions import companion_findings
 from .qualifiers import recon_sentence, stream_confounds
 from ..assignment.takeaways import stalled_start
-from .headline import (NOISY, compare_speed, headline_lines, limits, max_batch_speed_sentence, mib,
-                              speed_sentence)
+from .headline import bench_speed, headline_lines, limits, mib
+from ..shared.verdicts import TIMED_APART, seed_tie, side_of_tie, speed_verdict
 from ..shared.results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped,
                       deep_search, loss_head_finding, loss_head_table, max_batch_views, screening_check, stream_runs,
                       equal_tokens_val, format_value, headline, load_all, load_runs, main_reversible_trunk, main_run,
@@ -78,10 +77,10 @@ def format_headline(h: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-# what a reader scans a runs table for (the training loss and wall seconds are in each run's summary.json)
+# what a reader scans a runs table for (the training loss and wall seconds are in each run's summary.json; tokens/s
+# too: the runs were timed apart, so a column of their speeds would invite a comparison no verdict may draw)
 _RUN_COLUMNS = {"run": "run", "trunk": "trunk", "h": "h", "stream": "stream", "n_layer": "layers",
-                "batch_size": "batch", "tokens": "tokens", "final_val_loss": "val loss", "tokens_per_s": "tokens/s",
-                "peak_memory_mib": "peak MiB", "reconstruction_error": "recon. error", "status": "status",
+                "batch_size": "batch", "tokens": "tokens", "final_val_loss": "val loss", "peak_memory_mib": "peak MiB", "reconstruction_error": "recon. error", "status": "status",
                 "device": "device"}
 
 
@@ -264,10 +263,10 @@ def _finding_published(df: pd.DataFrame, mb: dict | None) -> str | None:
     keys = (("peak_memory", "peak memory"), ("max_batch", "max batch"), ("tokens_per_s", "tokens/s"))
     for key, what in keys if _on_gpu(df) else keys[:1]:
         r = number(h.loc[key, "ratio"])
-        if r is not None:
-            c = compare_speed(main_run(df, BASE), main_run(df, REV)) if key == "tokens_per_s" else None
-            noisy = f"; {NOISY}" if c is not None and c.noisy else ""   # a ratio inside the spread says nothing
-            parts.append(f"{what} {r:.2f}x (published {h.loc[key, 'published_ratio']:.2f}x{noisy})")
+        if r is not None:   # tokens/s is the interleaved bench's (`results.headline`), with its verdict
+            s = bench_speed(df.attrs.get("bench"), main_run(df, REV)) if key == "tokens_per_s" else None
+            said = f"; {speed_verdict(s)}" if s is not None else ""
+            parts.append(f"{what} {r:.2f}x (published {h.loc[key, 'published_ratio']:.2f}x{said})")
     # a cross-entropy's ratio means nothing across corpora: the loss gap is read in nats
     b, r = number(h.loc["val_loss", "baseline"]), number(h.loc["val_loss", "reversible"])
     if b is not None and r is not None:
@@ -289,11 +288,8 @@ def _finding_streams(df: pd.DataFrame) -> str | None:
     loss = lambda r: format_value(r["final_val_loss"], "{:.3f}")  # noqa: E731
     out = (f"Run 3b ({wide['trunk']} on the {wide['stream']} stream at its own max batch) ended at {loss(wide)} "
            f"against {loss(narrow)} on {narrow['stream']}")
-    if wide["tokens_per_s"] and narrow["tokens_per_s"]:
-        c = compare_speed(main_run(df, narrow["run"]), main_run(df, wide["run"]))
-        out += (f", at {wide['batch'] / narrow['batch']:.2f}x its batch and "
-                f"{wide['tokens_per_s'] / narrow['tokens_per_s']:.2f}x its tokens/s "
-                f"({c.verdict if c else 'no timings to compare'}, by the bootstrap interval of the median steps)")
+    if wide["batch"] and narrow["batch"]:
+        out += f", at {wide['batch'] / narrow['batch']:.2f}x its batch (their speeds: {TIMED_APART})"
     out += "." + stream_confounds(df, a, b)
     for _, r in t.iterrows():
         if r["reliable"] is not None and not r["reliable"]:
@@ -324,10 +320,10 @@ def _finding_screening_held(df: pd.DataFrame) -> str | None:
     pick, second = t.iloc[0], t.iloc[1]
     name = lambda r: f"{r['trunk']} h={r['h']:g} {r['stream']}"  # noqa: E731
     diff = pick["final_val_loss"] - second["final_val_loss"]
-    tie, source = seed_tie(df.attrs.get("seeds"))   # one seed each: the tie the seed spread implies, where measured
-    verdict = ("held" if diff <= 0 else
-               f"held within the tie margin ({tie:.3f} nats, {source})" if diff <= tie else
-               f"did not hold: the runner-up ended lower, beyond the tie margin ({tie:.3f} nats, {source})")
+    tie = seed_tie(df.attrs.get("seeds"))   # one seed each: the tie the seed spread implies, where measured
+    verdict = {-1: "held: the pick ended lower, beyond the tie margin", 0: "held within the tie margin",
+               1: "did not hold: the runner-up ended lower, beyond the tie margin"}[side_of_tie(diff, tie)]
+    verdict += f" ({tie.text()})"
     short = (f" (screening {format_value(pick['screening_val_loss'], '{:.3f}')} vs "
              f"{format_value(second['screening_val_loss'], '{:.3f}')})")
     return (f"At the full budget ({pick['tokens']:,.0f} tokens) the screening's pick {name(pick)} reached "
@@ -349,7 +345,7 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None, beside_headline: bo
     said = beside_headline   # the headline says these: REPORT.md says each thing once
     out: list[str | None] = [_finding_screening(df)]
     if base is not None and rev is not None and not said:
-        out += [_finding_memory(base, rev), speed_sentence(base, rev), _finding_val(base, rev, "At the same batch")]
+        out += [_finding_memory(base, rev), _finding_val(base, rev, "At the same batch")]
     mbs = max_batches_found(mb, main_reversible_trunk(df, mb))
     if mbs and not said:
         out.append(_finding_maxbatch(mbs, main_reversible_trunk(df, mb) or "reversible"))
@@ -358,7 +354,6 @@ def findings(df: pd.DataFrame, maxbatch: dict | None = None, beside_headline: bo
             out.append(_finding_val(base_max, rev_max,
                                     f"Each at its own max batch ({int(base_max['batch_size'])} vs "
                                     f"{int(rev_max['batch_size'])})"))
-            out.append(max_batch_speed_sentence(base_max, rev_max))
         out.append(_finding_stall(rev_max, base_max))
     if not said:   # REPORT.md tables the max-batch runs two ways, with each run's place against the context-free line
         out.append(_finding_max_batch_views(df))
@@ -397,10 +392,10 @@ def _depth_line(df: pd.DataFrame, maxbatch: dict | None) -> str | None:
               if r is not None and number(r["final_val_loss"]) is not None]
     if deep is not None and number(deep["final_val_loss"]) is not None and others:
         d, best = float(deep["final_val_loss"]), min(v for _, v in others)
-        tie, source = seed_tie(df.attrs.get("seeds"))
-        verdict = (f"the lowest of them by more than the {tie:.3f}-nat tie ({source})" if d < best - tie else
-                   f"within the {tie:.3f}-nat tie margin of the best ({source}), a tie" if d - best <= tie else
-                   "higher: depth did not pay on this budget")
+        tie = seed_tie(df.attrs.get("seeds"))
+        verdict = {-1: f"the lowest of them by more than the tie ({tie.text()})",
+                   0: f"within the tie margin of the best ({tie.text()}), a tie",
+                   1: "higher: depth did not pay on this budget"}[side_of_tie(d - best, tie)]
         out += (f"; the deep run ended at {d:.3f} against " + ", ".join(f"{lab} {v:.3f}" for lab, v in others)
                 + f": {verdict}")
     return out + "."

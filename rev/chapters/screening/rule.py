@@ -2,9 +2,9 @@
 assignment runs use (`choose`), with its verdicts (and why), its rule in words, its runner-up, its figures and why
 an fp64 stream can rebuild its input exactly. Writes `results/<profile>/screening.json`.
 
-Speeds carry their spread: each row keeps the quartiles of its run's per-step tokens/s (`rev.chapters.shared.runs.run_speed`),
-and where the rule prefers the faster of two tied candidates whose quartiles overlap, its reason says the
-difference is too noisy to tell on this machine.
+Speeds carry their spread: each row keeps the quartiles of its run's per-step tokens/s (`rev.chapters.shared.runs.run_speed`).
+The candidates' runs were timed one after another, so where the rule prefers the faster of two tied candidates its
+reason says the two speeds are not comparable (`verdicts.TIMED_APART`): the pick could go either way.
 """
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from ...core.model import is_reversible
 from ...core.reversible import RECON_LIMIT
 from ...base.files import read_json, write_json
 from ...base.profiles import ProfileLike, get_profile
-from ...measure.stats import median_difference_interval
 from ..shared.tables import counted
 from ..shared.run_log import step_speeds
 from ..shared.runs import profile_dir, run_dir_of, run_speed, train_run
 from ..shared.palette import integrator_colour
+from ..shared.verdicts import FALLBACK_TIE, TIMED_APART, within_tie
 from .streams import stream_row, with_stream
 
-LOSS_TIE = 0.02           # validation losses closer than this (nats) count as a tie
+# validation losses this close (nats) count as a tie: one seed each, no seed spread yet, so the stated fallback
+LOSS_TIE = FALLBACK_TIE.nats
 
 
 # --- screening -----------------------------------------------------------------------------------------
@@ -112,16 +113,13 @@ def reconstructs(row: dict, recon_limit: float = RECON_LIMIT) -> bool:
 def tied_with_best(ok: list[dict]) -> list[dict]:
     """The candidates within `LOSS_TIE` of the lowest validation loss: one seed cannot order them."""
     best = min(r["val_loss"] for r in ok)
-    return [r for r in ok if r["val_loss"] <= best + LOSS_TIE]
+    return [r for r in ok if within_tie(r["val_loss"] - best, FALLBACK_TIE)]
 
 
 def pick_of_tie(tied: list[dict]) -> dict:
     """The rule's choice among tied candidates (also `results.distinct_runner_up`'s)."""
     # an fp32 stream first (half the state memory of fp64, no integer conversions), then the faster one
     return max(tied, key=lambda r: (r["stream"] == "fp32", r["tokens_per_s"]))
-
-
-TOO_NOISY = "too noisy to tell on this machine"
 
 
 def speed_text(row: dict) -> str:
@@ -131,34 +129,6 @@ def speed_text(row: dict) -> str:
     return f"{row['tokens_per_s']:,.0f} tokens/s{spread}"
 
 
-def speeds_overlap(a: dict, b: dict) -> bool | None:
-    """Do two candidates' step quartiles of tokens/s overlap (a difference inside the noise)? None when either
-    run recorded no step timings."""
-    qs = [r.get(k) for r in (a, b) for k in ("tokens_per_s_q1", "tokens_per_s_q3")]
-    if any(q is None for q in qs):
-        return None
-    return bool(qs[0] <= qs[3] and qs[2] <= qs[1])
-
-
-def speeds_unclear(a: dict, b: dict) -> bool | None:
-    """Is the difference between two candidates' speeds inside the noise? With both runs' per-step speeds
-    (`step_speeds`), when the 95% bootstrap interval of the difference of their median steps holds 0
-    (`rev.measure.stats`: overlapping quartiles can hide a real 3% shift); else when their quartiles overlap. None
-    when either run recorded no step timings."""
-    sa, sb = a.get("step_speeds"), b.get("step_speeds")
-    if sa and sb and len(sa) >= 2 and len(sb) >= 2:
-        lo, hi = median_difference_interval(sa, sb)
-        return bool(lo <= 0 <= hi)
-    return speeds_overlap(a, b)
-
-
-def _noise_words(a: dict, b: dict) -> str:
-    """What `speeds_unclear` read, in words."""
-    if a.get("step_speeds") and b.get("step_speeds"):
-        return "the 95% bootstrap interval of their median steps' difference holds 0"
-    return "their step quartiles overlap"
-
-
 def _speed_reason(pick: dict, tied: list[dict]) -> str:
     """Why the pick among the tied candidates, as far as speed decided it, with the noise said out loud."""
     same_kind = [r for r in tied if r is not pick and (r["stream"] == "fp32") == (pick["stream"] == "fp32")]
@@ -166,15 +136,10 @@ def _speed_reason(pick: dict, tied: list[dict]) -> str:
     if not same_kind:
         return f"is the only {kind}one among those ({speed_text(pick)})"
     second = max(same_kind, key=lambda r: r["tokens_per_s"])
-    overlap = speeds_unclear(pick, second)
     text = (f"is the fastest {kind}one among those at {speed_text(pick)}, against {second['name']}'s "
             f"{speed_text(second)}")
-    if overlap:
-        return text + f": {_noise_words(pick, second)}, so which is faster is {TOO_NOISY} (the pick could go " \
-                      "either way)"
-    if overlap is None:
-        return text + " (no step timings recorded for one of them: the spread is unknown)"
-    return text
+    return text + f": {TIMED_APART} (the runs were timed one after another; the pick could go " \
+                  "either way)"
 
 
 def choose(rows: list[dict], recon_limit: float = RECON_LIMIT) -> tuple[dict, str]:
@@ -210,19 +175,17 @@ def _why(r: dict, ok: list[dict], tied: list[dict], pick: dict | None, recon_lim
                 f"reconstruction error {err:.1e} is over the limit {recon_limit:g}")
     best = min(x["val_loss"] for x in ok)
     if r not in tied:
-        return f"{r['val_loss'] - best:+.3f} nats behind the best, outside the {LOSS_TIE}-nat tie"
+        return f"{r['val_loss'] - best:+.3f} nats behind the best, outside the {LOSS_TIE:g}-nat tie"
     if r is pick:
         rivals = [x for x in tied if x is not r and (x["stream"] == "fp32") == (r["stream"] == "fp32")]
         kind = "fp32-stream candidate" if r["stream"] == "fp32" else "candidate (no fp32 stream tied)"
         if not rivals:
             return f"picked: the only {kind} in the tie"
-        noisy = any(speeds_unclear(r, x) for x in rivals)
-        return f"picked: the fastest {kind} in the tie" + (f", though which is faster is {TOO_NOISY}" if noisy else "")
+        return f"picked: the fastest {kind} in the tie by its median step, though the speeds are {TIMED_APART}"
     if pick["stream"] == "fp32" and r["stream"] != "fp32":
         return f"in the tie, but on the {r['stream']} stream: the rule prefers fp32"
-    noise = speeds_unclear(r, pick)
-    return (f"in the tie, slower than the pick ({speed_text(r)} vs {speed_text(pick)})"
-            + (f": {_noise_words(r, pick)}, {TOO_NOISY}" if noise else ""))
+    return (f"in the tie, slower than the pick by its median step ({speed_text(r)} vs {speed_text(pick)}): "
+            f"{TIMED_APART}")
 
 
 def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):

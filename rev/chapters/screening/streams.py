@@ -9,7 +9,10 @@ measures every other stream of it on those trained weights, paired (one set of w
 - its validation loss, on the batches the fp32 run's last evaluation used (the difference is the stream's
   rounding and nothing else),
 - its reconstruction error, as training measures it at a run's end,
-- its speed: tokens/s over `PROBE_STEPS` training steps from those weights at the run's batch.
+- its speed: tokens/s over `PROBE_STEPS` training steps from those weights at the run's batch, interleaved with
+  the same steps of the fp32 weights (one step of each per round, on the round's batch), so its speed against its
+  fp32 twin (`speed_vs_fp32`, the median round ratio with its bootstrap interval) is a ratio a busy machine cannot
+  fake; its speed against a candidate trained at another time is not compared.
 
 What this cannot see, said where it is shown: rounding that steers training itself over many steps (run 3b trains
 the other stream in full, notebook 06). Results are cached in ``results/<profile>/screening_streams.json``, keyed by
@@ -26,7 +29,7 @@ import torch
 
 from ...core.model import GPT
 from ...core.reversible import reconstruction_error
-from ...measure.stats import quartiles
+from ...measure.bench import quartiles
 from ...base.files import read_json, write_json
 from ...measure.maxbatch import measured_slices
 from ...core.optim import adamw
@@ -34,8 +37,9 @@ from ...base.profiles import ProfileLike
 from ...measure.slicing import as_planned
 from ...core.step import train_step
 from ...training.loop import TrainConfig, ensure_data, evaluate, load_model, plan_run, untimed_steps
-from ..shared.runs import profile_dir
+from ..shared.runs import profile_dir, round_ratio
 from ..shared.tables import counted
+from ..shared.verdicts import Tie, speed_verdict, within_tie
 
 PROBE_STEPS = 16          # timed training steps per stream (after `untimed_steps` of warm-up)
 STREAMS_FILE = "screening_streams.json"
@@ -49,36 +53,47 @@ def with_stream(model: GPT, stream: str) -> GPT:
     return twin
 
 
+def _planned(weights: GPT, stream: str, plan, device: torch.device) -> GPT:
+    """`weights` on `stream`, in the slicing a training step at the plan's batch would run."""
+    slicing = measured_slices(plan.model, plan.batch_size, device, None)
+    model = GPT(as_planned(with_stream(weights, stream).cfg, slicing, device.type))
+    model.load_state_dict(weights.state_dict())
+    return model
+
+
 def measure_stream(twin_summary: dict, stream: str, data_dir: str | Path, steps: int = PROBE_STEPS) -> dict:
     """`stream` measured on the trained weights of the fp32 run `twin_summary`: validation loss (its last
-    evaluation's batches), reconstruction error (the batch `train` measures on) and tokens/s over `steps` timed
-    training steps at the run's batch and last learning rate (median and quartiles)."""
+    evaluation's batches), reconstruction error (the batch `train` measures on), and tokens/s over `steps` timed
+    training steps at the run's batch and last learning rate, each round one step of the stream's model and one of
+    the fp32 weights' on the same batch (`step_times`, `fp32_step_times`): the median, quartiles and the ratio to
+    fp32 round by round."""
     cfg = TrainConfig(**{k: v for k, v in twin_summary["config"].items() if k in TrainConfig.__dataclass_fields__}
                       | {"stream": stream, "data_dir": data_dir, "progress": False})
     plan = plan_run(cfg)
     device = torch.device("cpu")
     data = ensure_data(plan.profile, Path(data_dir), progress=False)
     weights = load_model(twin_summary["config"]["out_dir"])
-    slicing = measured_slices(plan.model, plan.batch_size, device, None)
-    model = with_stream(weights, stream)
-    model = GPT(as_planned(model.cfg, slicing, device.type))
-    model.load_state_dict(weights.state_dict())
+    model, ref = _planned(weights, stream, plan, device), _planned(weights, "fp32", plan, device)
     val_loss = evaluate(model, data, plan, device, None)
     x, _ = data.get_batch("val", min(8, plan.batch_size), plan.model.seq_len, torch.Generator().manual_seed(7))
     recon = reconstruction_error(model, x)
-    opt = adamw(model, plan.min_lr, plan.profile.weight_decay)
+    opts = {id(m): adamw(m, plan.min_lr, plan.profile.weight_decay) for m in (model, ref)}
     gen = torch.Generator().manual_seed(cfg.seed)
     warm = untimed_steps(steps + 2)
-    speeds = []
+    times: dict[int, list[float]] = {id(model): [], id(ref): []}
     for i in range(warm + steps):
         xb, yb = data.get_batch("train", plan.batch_size, plan.model.seq_len, gen)
-        t0 = time.perf_counter()
-        train_step(model, opt, xb, yb, clip=plan.profile.grad_clip)
-        if i >= warm:
-            speeds.append(plan.batch_size * plan.model.seq_len / (time.perf_counter() - t0))
+        for m in ((model, ref) if i % 2 else (ref, model)):   # alternate who goes first: no order bias
+            t0 = time.perf_counter()
+            train_step(m, opts[id(m)], xb, yb, clip=plan.profile.grad_clip)
+            if i >= warm:
+                times[id(m)].append(time.perf_counter() - t0)
+    tokens = plan.batch_size * plan.model.seq_len
+    speeds = [tokens / t for t in times[id(model)]]
     q1, q3 = quartiles(speeds)
     return {"val_loss": val_loss, "reconstruction_error": recon, "tokens_per_s": statistics.median(speeds),
-            "tokens_per_s_q1": q1, "tokens_per_s_q3": q3, "steps": steps, "step_speeds": speeds}
+            "tokens_per_s_q1": q1, "tokens_per_s_q3": q3, "steps": steps, "step_speeds": speeds,
+            "step_times": times[id(model)], "fp32_step_times": times[id(ref)]}
 
 
 def stream_row(profile: ProfileLike, results: str | Path, data_dir: str | Path, name: str, stream: str,
@@ -86,7 +101,8 @@ def stream_row(profile: ProfileLike, results: str | Path, data_dir: str | Path, 
     """The screening row of the `stream` candidate `name`, measured on the fp32 run `twin_name` (cached)."""
     path = profile_dir(results, profile) / STREAMS_FILE
     cached = read_json(path) if path.exists() else {}
-    key = {"twin": twin_name, "twin_run": twin_summary.get("run_key"), "stream": stream, "steps": PROBE_STEPS}
+    key = {"twin": twin_name, "twin_run": twin_summary.get("run_key"), "stream": stream, "steps": PROBE_STEPS,
+           "timing": "interleaved with fp32"}
     hit = cached.get(name)
     if hit is None or hit.get("key") != key:
         hit = {"key": key, **measure_stream(twin_summary, stream, data_dir)}
@@ -96,10 +112,19 @@ def stream_row(profile: ProfileLike, results: str | Path, data_dir: str | Path, 
             "tokens_per_s_q1": hit["tokens_per_s_q1"], "tokens_per_s_q3": hit["tokens_per_s_q3"],
             "reconstruction_error": hit["reconstruction_error"], "tokens": twin_summary["tokens"],
             "weights": twin_name, "loss_vs_fp32": hit["val_loss"] - twin_summary["final_val_loss"],
-            "step_speeds": hit.get("step_speeds")}
+            "step_speeds": hit.get("step_speeds"), "speed_vs_fp32": speed_vs_fp32(hit)}
 
 
-def stream_lesson(rows: list[dict], tie: float) -> str:
+def speed_vs_fp32(hit: dict) -> dict | None:
+    """A stream's speed over its fp32 twin's from the interleaved probe (`runs.round_ratio`: the median of the
+    rounds' ratios and its bootstrap interval) with its verdict (`verdicts.speed_verdict`), as a row keeps it."""
+    if not hit.get("step_times") or not hit.get("fp32_step_times"):
+        return None
+    s = round_ratio(hit["step_times"], hit["fp32_step_times"])
+    return {"ratio": s.value, "lo": s.lo, "hi": s.hi, "rounds": s.n, "verdict": speed_verdict(s)}
+
+
+def stream_lesson(rows: list[dict], tie: Tie) -> str:
     """What the paired stream measurements show, in words: the largest loss difference a stream made on the same
     weights against the screening's loss tie `tie`, and what this design leaves out."""
     paired = [r for r in rows if r.get("loss_vs_fp32") is not None]
@@ -107,12 +132,16 @@ def stream_lesson(rows: list[dict], tie: float) -> str:
         return "Every candidate trained its own run: no stream was measured on another run's weights."
     worst = max(paired, key=lambda r: abs(r["loss_vs_fp32"]))
     gap = abs(worst["loss_vs_fp32"])
-    verdict = (f"inside the screening's {tie}-nat loss tie: a loss difference between candidates is the integrator's "
-               "and h's, not the stream's" if gap < tie else
-               f"more than the screening's {tie}-nat loss tie: here the stream changes the function measurably")
+    verdict = (f"inside the screening's {tie.nats:g}-nat loss tie: a loss difference between candidates is the "
+               "integrator's and h's, not the stream's" if within_tie(gap, tie) else
+               f"more than the screening's {tie.nats:g}-nat loss tie: here the stream changes the function measurably")
     moved = "left the validation loss unchanged, bit for bit" if gap == 0 else \
         f"moved the validation loss by at most {gap:.1e} nats"
+    speeds = [f"{r['name']} {r['speed_vs_fp32']['ratio']:.2f}x ({r['speed_vs_fp32']['lo']:.2f}-"
+              f"{r['speed_vs_fp32']['hi']:.2f}, {r['speed_vs_fp32']['verdict']})" for r in paired if r.get("speed_vs_fp32")]
+    timed = (" Against its fp32 twin, timed interleaved on the same weights (the median round ratio and its 95% "
+             "bootstrap interval): " + "; ".join(speeds) + "." if speeds else "")
     return (f"{counted(len(paired), 'candidate')} of {len(rows)} {'is' if len(paired) == 1 else 'are'} another "
             f"stream of an fp32 candidate, measured on its trained weights rather than trained again. On the same "
-            f"weights a stream {moved} ({worst['name']}), {verdict}. What this leaves out: rounding that steers "
-            "training over many steps; run 3b (notebook 06) trains the other stream in full.")
+            f"weights a stream {moved} ({worst['name']}), {verdict}.{timed} What this leaves out: rounding that "
+            "steers training over many steps; run 3b (notebook 06) trains the other stream in full.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...core.reversible import RECON_LIMIT
 from ..shared.tables import counted
+from ..shared.verdicts import FALLBACK_TIE, within_tie
 from .rule import LOSS_TIE, reconstructs
 from .streams import stream_lesson
 
@@ -37,7 +38,7 @@ def screening_takeaways(result: dict) -> str:
     base = next(r for r in rows if r["trunk"] == "residual")
     rev = [r for r in rows if r["trunk"] != "residual"]
     best = min(rev, key=lambda r: r["val_loss"])
-    tied = [r for r in rev if r["val_loss"] <= best["val_loss"] + LOSS_TIE]
+    tied = [r for r in rev if within_tie(r["val_loss"] - best["val_loss"], FALLBACK_TIE)]
     gap = best["val_loss"] - base["val_loss"]
     fixed = [r for r in rev if r["stream"] == "fixed"]
     exact = sum(r["reconstruction_error"] == 0 for r in fixed)
@@ -47,12 +48,12 @@ def screening_takeaways(result: dict) -> str:
         + (f", tied (within {LOSS_TIE} nats) with {counted(len(tied) - 1, 'other candidate')}, which one seed cannot order"
            if len(tied) > 1 else f", ahead of every other candidate by more than the {LOSS_TIE}-nat tie")
         + f"; against the baseline's {base['val_loss']:.3f}, "
-        + (f"a tie ({gap:+.3f} nats)." if abs(gap) <= LOSS_TIE else f"{abs(gap):.3f} nats "
+        + (f"a tie ({gap:+.3f} nats)." if within_tie(gap, FALLBACK_TIE) else f"{abs(gap):.3f} nats "
            + ("behind." if gap > 0 else "ahead.")),
         f"Fixed-point streams rebuilt their input exactly in {exact} of {counted(len(fixed), 'candidate')}; "
         + (f"over the {RECON_LIMIT:g} limit: {', '.join(over)}." if over else
            f"every candidate stayed within the {RECON_LIMIT:g} reconstruction limit."),
         like_for_like(rows),
-        stream_lesson(rows, LOSS_TIE),
+        stream_lesson(rows, FALLBACK_TIE),
         f"The assignment runs use `{chosen['trunk']}` with h={chosen['h']:g} on an {chosen['stream']} stream.",
     ])

@@ -13,9 +13,9 @@ import pandas as pd
 
 from ...core.model import TRUNKS
 from ...core.reversible import RECON_LIMIT
-from .results import (row_spread, BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
+from .results import (BASE, BASE_MAX, MIB, REV, REV_DEEP, REV_MAX, REV_MAX_STREAM, RUNNER_UP, deep_capped,
                       format_value, loss_head_table, main_runs, maxbatch_of, number, unigram_loss)
-from .palette import SCREENING, run_colour
+from .palette import SCREENING, integrator_colour, run_colour
 from .run_log import read_log
 
 # one colour per run across the book (`palette`): blues for the baseline, warm colours for the reversible runs
@@ -169,30 +169,37 @@ def plot_val_loss(df: pd.DataFrame):
 
 
 def plot_tokens_per_s(df: pd.DataFrame):
-    """Training throughput of each main run: the bar is the run's tokens/s (its median timed step where the log has
-    the steps), the whisker its per-step interquartile range (from log.csv). Runs timed one after another under different load
-    are not comparable beyond what the whiskers allow, so the whiskers are drawn wherever the log has them."""
-    runs = main_runs(df)
-    fig = _bars(runs, "tokens_per_s", "training throughput (bar: median step)", "tokens/s",
-                "{:,.0f}", "no throughput yet")
-    present = runs[pd.to_numeric(runs["tokens_per_s"], errors="coerce").notna()] if len(runs) else runs
-    spreads = [(x, row_spread(r)) for x, (_, r) in enumerate(present.iterrows())]
-    spreads = [(x, q) for x, q in spreads if q is not None]
-    if spreads:
-        ax = fig.axes[0]
-        x, q = zip(*spreads)
-        lo, med, hi = (np.array(v) for v in zip(*q))
-        ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", color="k", ms=3, capsize=4,
-                    label="per step: median and interquartile range")
-        for text in list(ax.texts):   # the bars' value labels, moved above their whiskers so the caps stay readable
-            text.remove()
-        top = dict(zip(x, hi))
-        for xi, value in enumerate(pd.to_numeric(present["tokens_per_s"], errors="coerce")):
-            ax.text(xi, max(value, top.get(xi, value)) * 1.01, f"{value:,.0f}", ha="center", va="bottom", fontsize=8)
-        ax.set_ylim(0, max(ax.get_ylim()[1], float(hi.max()) * 1.15))
-        ax.legend(fontsize=8, loc="upper right")   # the first bars are usually the tallest
-        ax.set_title("training throughput (runs timed one after another: overlapping whiskers are too noisy to "
-                     "tell apart)", fontsize=9)
+    """Training throughput from notebook 05's interleaved bench (`same_batch_bench.json`), the only timing that
+    compares trunks: each trunk's median step as tokens/s at run 2's batch, its whisker the interquartile range of
+    its rounds (one step of every trunk per round, so a slow moment hits them all). The training runs were timed
+    one after another and are not drawn: their bars would invite a comparison no verdict may draw."""
+    plt = _plt()
+    bench = df.attrs.get("bench") or {}
+    rows = [r for r in bench.get("runs") or [] if r.get("step_times")]
+    seq_len, batch = number(bench.get("seq_len")), number(bench.get("batch"))
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(rows) + 2), 4))
+    if not rows or not seq_len or not batch:
+        _empty(ax, "no interleaved bench (notebook 05): runs timed apart are not compared")
+        ax.set(title="training throughput")
+        fig.tight_layout()
+        return fig
+    speeds = [[batch * seq_len / t for t in r["step_times"]] for r in rows]
+    med = np.array([np.median(v) for v in speeds])
+    lo, hi = (np.array([np.percentile(v, q) for v in speeds]) for q in (25, 75))
+    x = np.arange(len(rows))
+    stored = [TRUNKS[r["trunk"]].backward == "stored" and r["trunk"] != "residual" for r in rows]
+    bars = ax.bar(x, med, color=[integrator_colour(r["trunk"]) for r in rows],
+                  hatch=["//" if st else None for st in stored], edgecolor="white")
+    ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="none", color="k", capsize=4,
+                label="rounds: interquartile range")
+    ax.bar_label(bars, labels=[f"{v:,.0f}" for v in med], fontsize=8, padding=8)
+    ax.set_xticks(x, [r["trunk"] + ("\n(stored twin)" if st else "") for r, st in zip(rows, stored)], fontsize=8)
+    ax.set_ylim(0, float(hi.max()) * 1.2)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set(ylabel="tokens/s (median step)",
+           title=f"training throughput, interleaved bench at batch {int(batch)} ({len(speeds[0])} rounds)")
+    ax.title.set_fontsize(9)
+    fig.tight_layout()
     return fig
 
 

@@ -419,14 +419,13 @@ def headline(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
     mbs = max_batches_found(mb, main_reversible_trunk(df, mb))
     budget = f"under {mbs[2] / MIB:,.0f} MiB" if mbs and mbs[2] else "under one budget"
     add("max_batch", f"max batch {budget}", mbs[0] if mbs else None, mbs[1] if mbs else None, "maxbatch.json")
-    add("tokens_per_s", f"tokens/s {at}", _get(base, "tokens_per_s"), _get(rev, "tokens_per_s"), same)
+    bench = _bench_rows(df.attrs.get("bench"), rev)   # throughput from the interleaved bench alone
+    add("tokens_per_s", f"tokens/s {at}, interleaved bench", bench[0], bench[1], BENCH_FILE)
     add("reconstruction_error", "reconstruction error of the trained trunk (relative)", None,
         _get(rev, "reconstruction_error"), REV)
     eqm = equal_tokens_val(base_max, rev_max) if base_max is not None and rev_max is not None else None
     add("val_loss_max_batch", f"validation loss at max batch, {eqm[0]:,} tokens" if eqm else
         "validation loss at max batch", eqm[1] if eqm else None, eqm[2] if eqm else None, f"{BASE_MAX} vs {REV_MAX}")
-    add("tokens_per_s_max_batch", "tokens/s at max batch", _get(base_max, "tokens_per_s"),
-        _get(rev_max, "tokens_per_s"), f"{BASE_MAX} vs {REV_MAX}")
     search = deep_search(mb)
     deep_layers = _get(deep, "n_layer")
     if deep_layers is None and search:
@@ -436,6 +435,21 @@ def headline(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
         f"{BASE} vs {REV_DEEP}")
     return pd.DataFrame(rows, columns=["key", "quantity", "baseline", "reversible", "ratio", "published_ratio",
                                        "runs"])
+
+
+def _bench_rows(bench: dict | None, rev: pd.Series | None) -> tuple[float | None, float | None]:
+    """(residual's, run 2's trunk's) median-step tokens/s in notebook 05's interleaved bench, when it timed them at
+    run 2's batch; else (None, None). The training runs were timed apart: their tokens/s never make this row."""
+    if not bench or rev is None or number(bench.get("batch")) != number(rev.get("batch_size")):
+        return None, None
+    rows = bench.get("runs") or []
+    pick = lambda trunk: next((r for r in rows if r.get("trunk") == trunk and r.get("step_times")), None)  # noqa: E731
+    base, run = pick("residual"), pick(rev.get("trunk"))
+    seq_len = number(bench.get("seq_len"))
+    if base is None or run is None or not seq_len:
+        return None, None
+    tokens = number(bench["batch"]) * seq_len
+    return tuple(tokens / float(np.median(r["step_times"])) for r in (base, run))
 
 
 def loss_and_time(df: pd.DataFrame) -> pd.DataFrame:

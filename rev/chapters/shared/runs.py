@@ -14,15 +14,15 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...measure.bench import round_ratios
-from ...measure.stats import quartiles
+from ...measure.bench import quartiles, round_ratios
 from ...base.files import read_json
 from ...base.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
-from ...measure.stats import median_interval, median_ratio_interval
+from ...measure.stats import median_interval
 from ...training.loop import TrainConfig, train
 from .run_log import read_log, step_speeds
 from .live_loss import LiveLoss
 from .palette import run_colour
+from .verdicts import MIN_ROUNDS, Spread
 
 RUN3B, RUNNER_UP = EXTRA_RUNS
 
@@ -93,32 +93,7 @@ def with_step_speeds(table, results_dir: str | Path):
     return out
 
 
-# --- timings with their spread ------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Spread:
-    """A timing (or a ratio of timings) with its spread: `value` the median, `lo`/`hi` the quartiles over `n`
-    steps, or an interval (`kind` says which): for a ratio of two separate runs, the 95% bootstrap interval of the
-    ratio of their median steps (`speed_ratio_between`); for interleaved rounds, that of the median round ratio
-    (`round_ratio`)."""
-    value: float
-    lo: float
-    hi: float
-    n: int
-    kind: str
-
-    def covers(self, x: float) -> bool:
-        return self.lo <= x <= self.hi
-
-    def side(self, x: float = 1.0) -> int:
-        """-1 when the whole interval lies below `x`, +1 when above, 0 when it holds `x` (a ratio against 1:
-        slower, faster, or too noisy to tell)."""
-        return -1 if self.hi < x else 1 if self.lo > x else 0
-
-    def text(self, fmt: str = "{:.2f}", unit: str = "") -> str:
-        f = lambda v: fmt.format(v) + unit  # noqa: E731
-        return f"{f(self.value)} ({self.kind} {f(self.lo)}-{f(self.hi)})"
-
+# --- timings with their spread (`verdicts.Spread`; the verdicts drawn from them live in `verdicts`) -----------
 
 def run_dir_of(summary: dict) -> Path | None:
     """The folder a run's summary came from (its config's out_dir), when it is still there."""
@@ -138,17 +113,16 @@ def run_speed(summary: dict) -> Spread | None:
 
 
 def speed_ratio_between(a: dict, b: dict) -> Spread | None:
-    """Run `a`'s tokens/s over run `b`'s: the ratio of their median steps, with the 95% bootstrap interval of that
-    ratio (`rev.measure.stats`), which is what a verdict reads: two sets of a few hundred steps can have overlapping
-    quartiles and still medians that differ beyond doubt. The two runs' steps were not interleaved, so load that
-    changed between the runs is in this ratio too."""
+    """Run `a`'s tokens/s over run `b`'s as the ratio of their median steps, with no interval: the two runs were
+    timed apart, so load that changed between them is in this ratio, and a bootstrap over their steps (which treats
+    steps as independent draws) would stay tight around it. A description only: `verdicts.speed_verdict` reads it
+    as `TIMED_APART`. None without both logs."""
     da, db = run_dir_of(a), run_dir_of(b)
     ta, tb = (step_speeds(d).tolist() if d else [] for d in (da, db))
     if len(ta) < 2 or len(tb) < 2:
         return None
-    lo, hi = median_ratio_interval(ta, tb)
-    return Spread(statistics.median(ta) / statistics.median(tb), lo, hi, min(len(ta), len(tb)),
-                  "95% bootstrap interval")
+    ratio = statistics.median(ta) / statistics.median(tb)
+    return Spread(ratio, math.nan, math.nan, min(len(ta), len(tb)), "ratio of median steps, timed apart")
 
 
 def bench_ratio(bench: dict, trunk: str) -> Spread | None:
@@ -166,15 +140,15 @@ def round_ratio(times: list[float], other_times: list[float], spread: str = "int
     """One trunk's speed over another's from their interleaved step seconds: the median of the rounds' ratios with
     the 95% bootstrap interval of that median (`spread="interval"`, what a faster/slower verdict reads: each
     round is one paired draw), or with the rounds' quartiles (`spread="quartiles"`, a description only, for a
-    handful of rounds too few to bootstrap)."""
+    handful of rounds too few to bootstrap: `verdicts.speed_verdict` reads fewer than `MIN_ROUNDS` as too noisy)."""
     ratios = round_ratios(times, other_times)
-    if spread == "interval" and len(ratios) >= 5:
+    if spread == "interval" and len(ratios) >= MIN_ROUNDS:
         lo, hi = median_interval(ratios)
         kind = f"95% bootstrap interval of the median over {len(ratios)} interleaved rounds"
     else:
         lo, hi = quartiles(ratios)
         kind = f"quartiles over {len(ratios)} interleaved rounds"
-    return Spread(statistics.median(ratios), lo, hi, len(ratios), kind)
+    return Spread(statistics.median(ratios), lo, hi, len(ratios), kind, interleaved=True)
 
 
 # --- loss spikes ----------------------------------------------------------------------------------------

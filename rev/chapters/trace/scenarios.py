@@ -119,7 +119,10 @@ def _corrections_line(f32_lost: int, element_steps: int) -> str:
             f"errors can cancel on the way: this is not how many weights end wrong, which the cheap traces' "
             f"scores count): the corrections that fix them are "
             + ("sparse." if share < 0.1 else "not sparse here, and storing them as positions and values costs more "
-                                             "than it saves."))
+                                             "than it saves.")
+            + (" This float difference is the research note's recipe (deltas applied in reverse order, with "
+               "negative signs): on this run it is not exact, which is where the note is contradicted."
+               if f32_lost else " The research note's recipe (this float difference) was exact on this run."))
 
 
 def _breaks_line(lr_changed: Mapping, huge: Mapping) -> str:
@@ -131,8 +134,9 @@ def _breaks_line(lr_changed: Mapping, huge: Mapping) -> str:
     found = {(True, True): "the checks caught both", (False, False): "the checks caught neither",
              (True, False): "the lr check caught the changed lr, the update check missed the huge step",
              (False, True): "the update check caught the huge step, the lr check missed the changed lr"}[caught]
-    note = (" That contradicts the research note, which lists both among the conditions that break an exact trace: "
-            "here they break only the cheap traces (next line)." if exact else "")
+    note = (" An exact trace stores what each step's float difference loses, so it undoes any step by construction: "
+            "this tests the checks, not the research note's conditions, which concern the float-difference recipe "
+            "(the cheap traces, next line)." if exact else "")
     return f"* A changed lr and a huge step {what} (scores {scores[0]:.6f} and {scores[1]:.6f}); {found}.{note}"
 
 

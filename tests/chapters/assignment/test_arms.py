@@ -33,6 +33,31 @@ def test_each_effect_comes_from_the_pair_that_isolates_it():
     off = dict(twin, grad_rel_error=0.05)
     assert "steer the steps" in arms.arms_finding(run1, run2, _bench(), off)
     assert "not the architecture's alone" in _attribution(run2, off)
+    # runs the seeds (or the tie) do not separate have no gap to attribute
+    assert "no gap to attribute" in _attribution(run2, twin, 0) and "This gap" not in _attribution(run2, twin, 0)
+    # the architecture's gap is read against the tie it is given: 0.1 nats inside a measured 0.25-nat tie is a tie
+    from rev.chapters.shared.verdicts import Tie
+
+    assert "a tie within 0.25 nats, measured" in arms.arms_finding(run1, run2, _bench(), twin, Tie(0.25, "measured", True))
+
+
+def test_the_reversibility_effect_compares_the_twin_with_the_same_slicing():
+    """Run 2 runs its batch in slices, the stored twin whole: with the reversible trunk also timed whole, the
+    reversibility effect reads that row, so the slicing is not a second cause of the memory gap."""
+    bench = _bench()
+    sliced = dict(bench["runs"][2], batch_slice=4, activation_bytes=0.5 * 2**20)
+    whole = dict(bench["runs"][2], batch_slice=0, activation_bytes=2 * 2**20, peak_bytes=16 * 2**20)
+    bench["runs"][2:] = [sliced, whole]
+    assert arms.bench_row(bench, "midpoint_rev") is sliced and arms.bench_row(bench, "midpoint_rev", whole=True) is whole
+    run1 = {"trunk": "residual", "final_val_loss": 2.00}
+    run2 = {"trunk": "midpoint_rev", "h": 0.5, "final_val_loss": 1.90}
+    twin = {"trunk": "midpoint_rev", "twin": "midpoint", "val_loss_reversible": 1.90, "val_loss_stored": 1.90,
+            "grad_rel_error": 2e-6, "grad_cosine": 1.0}
+    text = arms.arms_finding(run1, run2, bench, twin)
+    assert "both on the whole batch: activations 0.06x" in text          # 2 MiB against the twin's 31, not 0.5
+    table = arms.three_arms(run1, run2, bench, twin)
+    assert list(table["activations MiB"]) == [30.0, 31.0, 0.5, 2.0]
+    assert table.index[2].endswith("slices of 4 sequences)") and table.index[3].endswith("whole batch as the twin")
 
 
 @pytest.mark.slow

@@ -58,12 +58,13 @@ def test_takeaways_say_noise_or_drift_as_the_log_does(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
     run = _run(tmp_path / "a", noisy)
     text = baseline.baseline_takeaways(run, baseline.speed_halves(run))
-    assert "too noisy to tell on this machine which half was faster" in text and "its own interval excludes 0" in text
-    assert "95% bootstrap interval" in text
+    assert "too noisy to tell on this machine which half was faster" in text and "No change this run's clock" in text
+    assert "Runs are compared by speed only when interleaved" in text and "95% bootstrap interval" in text
     assert "quartiles" in text and "tokens/s" in text
     drifting = _run(tmp_path / "b", steady[:12] + [s / 2 for s in steady[12:]])
     text = baseline.baseline_takeaways(drifting, baseline.speed_halves(drifting))
-    assert "the second half was slower" in text and "speed drifted within one run" in text
+    assert "the second half was slower" in text and "The machine's speed changed within this one run" in text
+    assert "no speed verdict is drawn between runs timed apart" in text
     # the loss line follows the summary: above the context-free line, it says so
     worse = _run(tmp_path / "c", steady, final_val=5.4, unigram=5.2)
     text = baseline.baseline_takeaways(worse, baseline.speed_halves(worse))

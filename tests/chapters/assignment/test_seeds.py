@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from rev.chapters.assignment.seeds import replica_name, seed_spread, seed_tie, spread_finding
-from rev.chapters.screening.rule import LOSS_TIE
+from rev.chapters.assignment.seeds import replica_name, seed_spread, seeds_reading, seeds_side, spread_finding
+from rev.chapters.shared.verdicts import FALLBACK_TIE, Tie, seed_tie
 
 
 def _runs(base, rev):
@@ -13,18 +13,34 @@ def _runs(base, rev):
             "run2_reversible_same_batch": [{"final_val_loss": v} for v in rev]}
 
 
-def test_a_steady_gap_is_resolved_and_the_tie_comes_from_the_pooled_spread():
-    s = seed_spread(_runs([3.0, 3.1, 2.9], [2.88, 2.97, 2.79]))
-    assert s["diff"] == pytest.approx([-0.12, -0.13, -0.11]) and s["diff_hi"] < 0 and s["same_sign"]
-    assert s["sd"] == pytest.approx(math.sqrt((0.01 + 0.0081) / 2))
-    assert s["tie"] == pytest.approx(2.776 * math.sqrt(2) * s["sd"], rel=1e-3)   # t(0.975, 4 df) = 2.776
+def test_a_steady_gap_is_resolved_over_the_seeds_the_screening_did_not_pick_and_the_tie_is_pooled():
+    s = seed_spread(_runs([3.0, 3.1, 2.9, 3.05], [2.88, 2.97, 2.79, 2.93]))
+    assert s["diff"] == pytest.approx([-0.12, -0.13, -0.11, -0.12]) and s["diff_hi"] < 0 and s["same_sign"]
+    assert s["verdict_seeds"] == 3 and s["verdict_mean"] == pytest.approx(-0.12)   # seed 0 (the screening's) left out
+    base, rev = [3.0, 3.1, 2.9, 3.05], [2.88, 2.97, 2.79, 2.93]
+    var = lambda v: sum((x - sum(v) / 4) ** 2 for x in v) / 3  # noqa: E731
+    assert s["sd"] == pytest.approx(math.sqrt((var(base) + var(rev)) / 2))      # the spread pools every seed
+    assert s["tie"] == pytest.approx(2.447 * math.sqrt(2) * s["sd"], rel=1e-3)   # t(0.975, 6 df) = 2.447
     text = spread_finding(s)
-    assert "the reversible run is lower beyond the seeds' spread" in text and "narrower than this" in text
-    assert seed_tie(s) == (s["tie"], "the seed tie measured on runs 1 and 2 over 3 seeds")
+    assert "run 2 is lower beyond the seeds' spread" in text and "narrower than this" in text
+    assert seed_tie(s) == Tie(s["tie"], "the seed tie measured on runs 1 and 2 over 4 seeds", measured=True)
+    assert seeds_side(s) == -1 and "over the 3 seeds other than seed 0" in seeds_reading(s)
+
+
+def test_the_screening_seed_is_kept_out_of_the_verdict():
+    """Seed 0 picked the trunk: its gap does not carry the verdict. Here the five seeds' interval excludes 0 and the
+    four other seeds' holds it, so counting the selected draw would turn the verdict."""
+    base, rev = [3.0] * 5, [2.94, 2.97, 2.95, 3.0, 2.96]            # differences -0.06, -0.03, -0.05, 0, -0.04
+    s = seed_spread(_runs(base, rev))
+    assert s["verdict_seeds"] == 4 and seeds_side(s) == 0
+    assert seeds_side(seed_spread(_runs(base, rev), selected=None)) == -1
+    only_one = seed_spread(_runs([3.0, 3.0], [2.5, 2.9]))            # two seeds: one left for a verdict, no interval
+    assert seeds_side(only_one) is None and seeds_reading(only_one) is None and only_one["tie"] > 0
+    assert "cannot give an interval" in spread_finding(only_one)
 
 
 def test_a_gap_whose_sign_changes_with_the_seed_is_not_resolved():
-    s = seed_spread(_runs([3.0, 3.0, 3.0], [2.9, 3.1, 2.95]))
+    s = seed_spread(_runs([3.0, 3.0, 3.0, 3.0], [2.9, 3.1, 2.95, 3.02]))
     assert s["diff_lo"] < 0 < s["diff_hi"] and not s["same_sign"]
     assert "do not separate the two runs" in spread_finding(s) and "the sign changes from seed to seed" in \
         spread_finding(s)
@@ -33,7 +49,7 @@ def test_a_gap_whose_sign_changes_with_the_seed_is_not_resolved():
 def test_one_seed_gives_no_interval_and_the_fixed_tie_says_so():
     s = seed_spread(_runs([3.0], [2.9]))
     assert "diff_lo" not in s and "single-seed difference" in spread_finding(s)
-    assert seed_tie(s) == (LOSS_TIE, "the screening's fixed tie (no seed spread was measured)")
+    assert seed_tie(s) == FALLBACK_TIE and not seed_tie(s).measured and seed_tie(None) == FALLBACK_TIE
 
 
 def test_unpaired_seeds_are_refused_and_replicas_have_their_own_folder():

@@ -196,6 +196,13 @@ def test_verdict_counts_roundoff_differences_as_ties():
     v = L.verdict(pd.DataFrame(rows))
     assert (v["wins"], v["losses"]) == (0, 0) and (v["var_wins"], v["var_losses"]) == (0, 0)
     assert (v["acc_wins"], v["acc_losses"], v["acc_p"]) == (4, 0, 2 / 16)  # higher accuracy is a win
+    # the fixed arm at rank 3 sits at a cap of 3 (the controller cannot exceed it), not at a cap of 4
+    capped = pd.DataFrame(rows)
+    capped.attrs["rank_cap"] = 3
+    assert L.verdict(capped)["fixed_at_cap"] and "could tie or lose on gradient error but never win" in \
+        L.comparison._verdict_line("x", L.verdict(capped))
+    capped.attrs["rank_cap"] = 4
+    assert not L.verdict(capped)["fixed_at_cap"] and "never win" not in L.comparison._verdict_line("x", L.verdict(capped))
 
 
 def test_rebuilt_states_drift_most_at_the_small_start_and_the_local_check_misses_it():

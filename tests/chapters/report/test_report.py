@@ -86,11 +86,13 @@ def test_load_runs_has_one_row_per_run_and_flags_screening(runs):
 def test_headline_has_the_expected_rows_and_measured_ratios(runs, results):
     h = headline(runs).set_index("key")
     assert list(h.index) == ["val_loss", "peak_memory", "max_batch", "tokens_per_s", "reconstruction_error",
-                             "val_loss_max_batch", "tokens_per_s_max_batch", "deep_layers"]
+                             "val_loss_max_batch", "deep_layers"]
     base, rev = _summary(results, "run1_baseline"), _summary(results, "run2_reversible_same_batch")
     assert h.loc["peak_memory", "ratio"] == pytest.approx(rev["peak_memory_bytes"] / base["peak_memory_bytes"])
-    assert h.loc["tokens_per_s", "ratio"] == pytest.approx(_median_speed(results, "run2_reversible_same_batch")
-                                                           / _median_speed(results, "run1_baseline"))
+    # throughput comes from the interleaved bench alone: these runs have none, so the row is empty, whatever the
+    # runs' own (timed apart) tokens/s
+    assert h.loc["tokens_per_s"].isna()[["baseline", "reversible", "ratio"]].all()
+    assert _median_speed(results, "run1_baseline") > 0
     assert h.loc["max_batch", "ratio"] == pytest.approx(40 / 24)
     # both runs end on the same evaluation, so "equal tokens" is their final validation loss
     assert h.loc["val_loss", "baseline"] == pytest.approx(base["final_val_loss"])
@@ -111,7 +113,7 @@ def test_findings_state_the_measured_ratios_and_what_is_missing(runs, results):
     ratio = rev["peak_memory_bytes"] / base["peak_memory_bytes"]
     assert f"At batch 8 the reversible trunk (reveuler_rev) used {ratio:.2f}x the baseline's peak memory" in text
     assert "batch 24 and the reversible trunk (reveuler_rev) batch 40: 1.67x" in text
-    assert f"{_median_speed(results, 'run2_reversible_same_batch'):,.0f} tokens/s" in text   # the median step
+    assert f"{_median_speed(results, 'run2_reversible_same_batch'):,.0f} tokens/s" not in text   # timed apart
     assert "run3_reversible_max_batch" in text and "Not present" in text
     assert "published" in text
 

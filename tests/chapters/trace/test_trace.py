@@ -599,7 +599,14 @@ def test_takeaways_follow_the_scenarios_they_are_given():
               samples_restored=True, storage=storage, prune_every=5, threshold=T.DEFAULT_SCORE_THRESHOLD, seconds=1.0)
     as_expected = T.takeaways(f32_lost=10, scenarios=_scenarios(), file_bytes=2**20, **kw)
     assert "left the exact trace exact" in as_expected and "the checks caught both" in as_expected
-    assert "That contradicts the research note" in as_expected
+    # the exact trace undoes any step by construction: its surviving a changed lr is no evidence against the note;
+    # the note's recipe is the float difference, which got 10 element-steps wrong here: that is the contradiction
+    assert "contradicts the research note" not in as_expected and "tests the checks, not the research note" in as_expected
+    assert "is the research note's recipe (deltas applied in reverse order, with negative signs): on this run it is " \
+           "not exact, which is where the note is contradicted" in as_expected
+    exact_f32 = T.takeaways(f32_lost=0, scenarios=_scenarios(), file_bytes=2**20, **kw)
+    assert "The research note's recipe (this float difference) was exact on this run" in exact_f32
+    assert "where the note is contradicted" not in exact_f32
     # checkpoint 12 bytes/parameter once against 9 per step: the trace costs more after 1.3 steps
     assert "costs 12.00 bytes/parameter once" in as_expected and "10 steps of trace cost 90.0" in as_expected
     assert "more than that checkpoint after 1.3 steps" in as_expected
@@ -607,7 +614,7 @@ def test_takeaways_follow_the_scenarios_they_are_given():
     assert "the corrections that fix them are sparse" in as_expected and "file for 10 steps" in as_expected
     contrary = T.takeaways(f32_lost=600, scenarios=_scenarios(lr_exact=False, huge_caught=False, huge_wrong=50,
                                                               huge_bf16=0.9999), **kw)
-    assert "did not leave the exact trace exact" in contrary and "contradicts the research note" not in contrary
+    assert "did not leave the exact trace exact" in contrary and "tests the checks" not in contrary
     assert "the lr check caught the changed lr, the update check missed the huge step" in contrary
     assert "The huge step did not hurt the cheap traces" in contrary and "not sparse here" in contrary
     assert "file for" not in contrary
