@@ -126,6 +126,15 @@ def test_the_layout_check_finds_a_planted_upward_import(tmp_path):
                                                  ("rev.measure.memory", "rev.training.loop")]
 
 
+def test_what_chapters_share_imports_no_chapter():
+    """`chapters.shared` is what several chapters stand on: one of its modules importing a chapter would be the one
+    arrow that runs up the house (a chapter importing shared importing that chapter)."""
+    up = sorted((m, t) for m, targets in import_graph().items() for t in targets
+                if m.startswith("rev.chapters.shared") and t.startswith("rev.chapters.")
+                and not t.startswith("rev.chapters.shared"))
+    assert up == [], "chapters.shared importing a chapter"
+
+
 CHAPTERS = PACKAGE / "chapters"
 NOTEBOOKS = PACKAGE.parent / "notebooks"
 

@@ -12,7 +12,7 @@ The package, in the order the notebook tells the story:
 Everything public is re-exported here: `from rev.chapters.screening import choose`.
 """
 from .rule import (ASSIGNMENT_FINAL, LOSS_TIE, Candidate, choose, chosen_reversible,
-                   exactness_by_block_dtype, exactness_lesson, pick_of_tie, plot_screening_bars,
+                   distinct_runner_up, exactness_by_block_dtype, exactness_lesson, pick_of_tie, plot_screening_bars,
                    plot_screening_curves, reconstructs, screen, screening_candidates, screening_rule,
                    screening_tokens, screening_verdicts, speed_text, stream_twins, tied_with_best)
 from .streams import PROBE_STEPS, stream_lesson, with_stream
@@ -20,7 +20,7 @@ from .takeaways import screening_takeaways
 from .exercises import SCREENING_CASES, check_screening_rule
 
 __all__ = ["ASSIGNMENT_FINAL", "LOSS_TIE", "Candidate", "choose", "chosen_reversible",
-           "exactness_by_block_dtype", "exactness_lesson", "pick_of_tie", "plot_screening_bars",
+           "distinct_runner_up", "exactness_by_block_dtype", "exactness_lesson", "pick_of_tie", "plot_screening_bars",
            "plot_screening_curves", "reconstructs", "screen", "screening_candidates", "screening_rule",
            "screening_tokens", "screening_verdicts", "speed_text", "stream_twins", "tied_with_best",
            "PROBE_STEPS", "stream_lesson", "with_stream", "screening_takeaways", "SCREENING_CASES", "check_screening_rule"]

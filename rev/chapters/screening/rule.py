@@ -8,6 +8,8 @@ reason says the two speeds are not comparable (`verdicts.TIMED_APART`): the pick
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from ...core.model import is_reversible
 from ...core.reversible import RECON_LIMIT
 from ...base.files import read_json, write_json
 from ...base.profiles import ProfileLike, get_profile
+from ..shared.results import number
 from ..shared.tables import counted
 from ..shared.run_log import step_speeds
 from ..shared.runs import profile_dir, run_dir_of, run_speed, train_run
@@ -117,7 +120,7 @@ def tied_with_best(ok: list[dict]) -> list[dict]:
 
 
 def pick_of_tie(tied: list[dict]) -> dict:
-    """The rule's choice among tied candidates (also `results.distinct_runner_up`'s)."""
+    """The rule's choice among tied candidates (also `distinct_runner_up`'s)."""
     # an fp32 stream first (half the state memory of fp64, no integer conversions), then the faster one
     return max(tied, key=lambda r: (r["stream"] == "fp32", r["tokens_per_s"]))
 
@@ -370,3 +373,21 @@ def exactness_lesson(found: dict) -> str:
             f"{f64:.1e}, float64 rounding, as notebooks 01 and 01b measure (their blocks compute in float64)."
             if f64 > 0 else " With the same weights in float64 it still rebuilds exactly (0).")
     return head + tail
+
+
+def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT) -> dict | None:
+    """The screening row to train as the runner-up, picked by `choose`'s own rule (the lowest validation
+    loss; within `LOSS_TIE` of it an fp32 stream first, then the faster) among the reversible candidates that
+    reconstruct within `recon_limit` and differ from the chosen one in trunk or step size h. A candidate that differs
+    only in its stream trains the same blocks from the same start -- the stream changes how the trunk's state is held and inverted, not the function -- so its loss at the
+    full budget is the pick's to rounding, and training it (minutes on a CPU) would check nothing."""
+    chosen = (screening or {}).get("chosen") or {}
+    def same(r: dict) -> bool:
+        return r.get("trunk") == chosen.get("trunk") and number(r.get("h")) is not None \
+            and number(chosen.get("h")) is not None and math.isclose(float(r["h"]), float(chosen["h"]))
+    ok = [r for r in (screening or {}).get("runs") or [] if is_reversible(r.get("trunk", "residual"))
+          and number(r.get("reconstruction_error")) is not None and r["reconstruction_error"] <= recon_limit
+          and number(r.get("val_loss")) is not None and not same(r)]
+    if not ok:
+        return None
+    return pick_of_tie(tied_with_best([{**r, "tokens_per_s": r.get("tokens_per_s") or 0} for r in ok]))

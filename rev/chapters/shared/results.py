@@ -26,12 +26,10 @@ import numpy as np
 import pandas as pd
 
 from ...base.files import read_json
-from ...core.model import is_reversible
 from ...core.reversible import RECON_LIMIT
 from ...base.profiles import EXTRA_RUNS, MAIN_RUNS
 from ...base.results_folder import MERGED_LOG
 from .run_log import read_log, speed_spread, val_loss_after_steps, val_loss_at
-from ..screening.rule import pick_of_tie, tied_with_best
 
 MIB = 2**20
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
@@ -609,25 +607,3 @@ def screening_check(df: pd.DataFrame) -> pd.DataFrame:
                      "final_val_loss": number(r["final_val_loss"]), "tokens_per_s": number(r["tokens_per_s"])})
     return pd.DataFrame(rows, columns=["run", "role", "trunk", "h", "stream", "screening_val_loss", "tokens",
                                        "final_val_loss", "tokens_per_s"])
-
-
-# -------------------------------------------------------------------------------------------------------------
-# Timing spread, and a runner-up that differs from the pick
-# -------------------------------------------------------------------------------------------------------------
-
-def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT) -> dict | None:
-    """The screening row to train as the runner-up, picked by `screening.choose`'s own rule (the lowest validation
-    loss; within `LOSS_TIE` of it an fp32 stream first, then the faster) among the reversible candidates that
-    reconstruct within `recon_limit` and differ from the chosen one in trunk or step size h. A candidate that differs
-    only in its stream trains the same blocks from the same start -- the stream changes how the trunk's state is held and inverted, not the function -- so its loss at the
-    full budget is the pick's to rounding, and training it (minutes on a CPU) would check nothing."""
-    chosen = (screening or {}).get("chosen") or {}
-    def same(r: dict) -> bool:
-        return r.get("trunk") == chosen.get("trunk") and number(r.get("h")) is not None \
-            and number(chosen.get("h")) is not None and math.isclose(float(r["h"]), float(chosen["h"]))
-    ok = [r for r in (screening or {}).get("runs") or [] if is_reversible(r.get("trunk", "residual"))
-          and number(r.get("reconstruction_error")) is not None and r["reconstruction_error"] <= recon_limit
-          and number(r.get("val_loss")) is not None and not same(r)]
-    if not ok:
-        return None
-    return pick_of_tie(tied_with_best([{**r, "tokens_per_s": r.get("tokens_per_s") or 0} for r in ok]))

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rev.chapters.report import writer as report
-from rev.chapters.shared.results import (distinct_runner_up, load_runs, loss_head_finding, loss_head_table, max_batch_views, screening_check,
+from rev.chapters.screening import distinct_runner_up
+from rev.chapters.shared.results import (load_runs, loss_head_finding, loss_head_table, max_batch_views, screening_check,
                               stream_reliability, stream_runs)
 from rev.chapters.screening.rule import ASSIGNMENT_FINAL, screening_candidates, screening_rule
 from rev.chapters.assignment.searches import loss_head_ablation, max_batch_budget_tokens, other_stream

@@ -11,7 +11,8 @@ from rev.chapters.report import summaries, writer as report
 from rev.chapters.report.companions import companion_findings
 from rev.chapters.report.exercises import race_answer
 from rev.chapters.report.headline import headline_lines, limits, spent_line, throughput_caveat
-from rev.chapters.shared.results import BENCH_FILE, distinct_runner_up, load_runs
+from rev.chapters.screening import distinct_runner_up
+from rev.chapters.shared.results import BENCH_FILE, load_runs
 from rev.chapters.shared.verdicts import TIMED_APART, TOO_NOISY
 
 PROFILE = "smoke"
