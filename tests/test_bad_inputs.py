@@ -23,7 +23,7 @@ import torch
 from rev.__main__ import cli
 from rev.book import colab, reference
 from rev.base import files
-from rev.measure import maxbatch
+from rev.measure import probe
 from rev.base.cli import TRACEBACK_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def _student_over_a_learners_answers(tmp: Path, checkout: Path, request) -> str:
 def _budget_above_free_memory(tmp: Path, checkout: Path, request) -> str:
     # the machine "has" 40 MiB free: a search under 100 MiB would probe batches it cannot hold (an OOM kill, or a
     # traceback); 100 MiB, not a terabyte, so that a broken check costs seconds of probes, not the machine's RAM
-    request.getfixturevalue("monkeypatch").setattr(maxbatch, "available_bytes", lambda dev: 40 * MIB)
+    request.getfixturevalue("monkeypatch").setattr(probe, "available_bytes", lambda dev: 40 * MIB)
     return "maxbatch --profile smoke --trunk residual --budget-mib 100"
 
 

@@ -11,6 +11,7 @@ import os
 from typing import Iterator
 
 import torch
+from .units import GIB
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # GiB of GPU memory this process may use, when set: a larger GPU then runs as a smaller one would (the caching
@@ -60,7 +61,7 @@ def apply_memory_cap(dev: torch.device) -> None:
                          f"(15 for a T4), or unset it to use the whole GPU")
     index = dev.index if dev.index is not None else torch.cuda.current_device()
     total = torch.cuda.get_device_properties(index).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, gib * 2**30 / total), index)
+    torch.cuda.set_per_process_memory_fraction(min(1.0, gib * GIB / total), index)
 
 
 def amp_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple, Union
+from typing import Union
 
 import torch
 
 from ..core.model import GPTConfig
+from .units import GIB, MIB
 
 
 @dataclass(frozen=True)
@@ -45,23 +46,11 @@ class Profile:
     ckpt_every: int = 200        # steps between checkpoints
     # the byte budget a training step must fit in for the max-batch and depth searches: on a CPU the profile's
     # `cpu_mem_budget`; on a GPU `gpu_mem_budget` (0: 90% of what the GPU can give), never more than the GPU can give
-    cpu_mem_budget: int = 2 * 2**30
+    cpu_mem_budget: int = 2 * GIB
     gpu_mem_budget: int = 0
     # most measured probes one search may make (a batch, a depth): each probe is a real training step, seconds
     # each at a large batch on a GPU; once they are spent the search returns the largest size that fitted
     search_probes: int = 16
-    # the max-batch runs (1b, 3, 3b) train on at least this many optimizer steps: their shared token budget
-    # grows when the largest max batch would otherwise get fewer (`max_batch_tokens`); 0 keeps `train_tokens`
-    max_batch_min_steps: int = 0
-    # screening runs use this fraction of the token budget
-    screening_fraction: float = 0.25
-    # "full": both reversible integrators at two h on fp32 and on fp64/fixed; "minimal": one of each (CI)
-    screening_set: str = "full"
-    # the "spend memory on depth" run searches depths up to this many layers (bounds its training time)
-    deep_max_layers: int = 64
-    # runs 1 and 2 train on this many seeds (0, 1, ...): seed 0 is the main runs, the others measure the seed spread
-    # that the tie margin of single-seed verdicts comes from (`rev.chapters.assignment.seeds`); 1 = no replicas
-    seeds: int = 1
 
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
@@ -86,8 +75,7 @@ PROFILES: dict[str, Profile] = {
         name="smoke", d_model=64, n_layer=2, n_head=2, seq_len=64, vocab_size=512,
         data_source="synthetic", data_name="synthetic-smoke", data_tokens=200_000,
         batch_size=8, train_tokens=40_960, lr=3e-3, min_lr=3e-4, warmup_tokens=4_096,
-        eval_every=20, eval_tokens=1_024, ckpt_every=40, cpu_mem_budget=16 * 2**20, max_batch_min_steps=4,
-        screening_fraction=0.25, screening_set="minimal", deep_max_layers=6, seeds=2,
+        eval_every=20, eval_tokens=1_024, ckpt_every=40, cpu_mem_budget=16 * MIB,
     ),
     "cpu": Profile(
         name="cpu", d_model=128, n_layer=6, n_head=4, seq_len=128, vocab_size=2048,
@@ -97,13 +85,11 @@ PROFILES: dict[str, Profile] = {
         # residual trunk fits 4 sequences and the batch-sliced reversible trunks 33-55 (fp64 / fp32 midpoint_rev), so
         # run 3 trains at ~3x run 1's batch, below run 1's measured noise scale (~80 sequences late in training), where
         # a larger batch costs few extra tokens; the max-batch runs' tokens are raised to give the largest batch
-        # max_batch_min_steps steps. (At 72 MiB, batch 143 lies above the noise scale and the three max-batch runs
+        # the assignment's fewest steps (`rev.chapters.assignment.sizes`). (At 72 MiB, batch 143 lies above the noise scale and the three max-batch runs
         # take twice the time.) The workbook's 30 minutes on 2 cores set the rest: 700K tokens for runs 1, 2 and 4
-        # (800K left no room for runs 1 and 2 at two more seeds, ~320 s), 120 steps for the largest max batch (run
-        # 1b at batch 4 then takes ~1,650), screening runs of 15% of the budget, at most 8 layers for the deep run
-        # (10 took ~145 s).
-        eval_every=50, eval_tokens=16_384, ckpt_every=200, cpu_mem_budget=48 * 2**20, max_batch_min_steps=120,
-        screening_fraction=0.15, deep_max_layers=8, seeds=3,
+        # (800K left no room for runs 1 and 2 at two more seeds, ~320 s; the chapters' own sizes follow the same
+        # limit).
+        eval_every=50, eval_tokens=16_384, ckpt_every=200, cpu_mem_budget=48 * MIB,
     ),
     "t4": Profile(
         name="t4", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
@@ -121,49 +107,19 @@ PROFILES: dict[str, Profile] = {
         # T4's own measurement. The residual trunk fits 9 there (run 1b, below run 1's 32, as on cpu); without a
         # budget, 13.5 GiB would give the reversible trunk ~3,600 sequences: 8 optimizer steps of 15M tokens, all
         # warm-up. A Colab session sets the rest (`python -m rev plan --profile t4`: 2.9 h estimated on a T4):
-        # 15M tokens for runs 1, 2 and 4, 150 steps at least for the largest max batch (168 at 174), at most 16
-        # layers for the deep run (1.5x run 2's compute, 2.0x run 1's), screening runs of 15% of the budget, one
-        # seed, validation on 512 fixed sequences, at most 12 probes a search.
-        eval_every=100, eval_tokens=262_144, ckpt_every=200, gpu_mem_budget=1 * 2**30, max_batch_min_steps=150,
-        screening_fraction=0.15, deep_max_layers=16, search_probes=12,
+        # 15M tokens for runs 1, 2 and 4, validation on 512 fixed sequences, at most 12 probes a search (the
+        # chapters' sizes follow: 150 steps at least for the largest max batch, 168 at 174; at most 16 layers for
+        # the deep run, 1.5x run 2's compute and 2.0x run 1's; one seed).
+        eval_every=100, eval_tokens=262_144, ckpt_every=200, gpu_mem_budget=1 * GIB, search_probes=12,
     ),
     "full": Profile(
         name="full", d_model=384, n_layer=10, n_head=6, seq_len=512, vocab_size=8192,
         data_source="tinystories", data_name="tinystories", data_tokens=55_000_000,
         batch_size=32, train_tokens=50_000_000, lr=1e-3, min_lr=1e-4, warmup_tokens=2_000_000,
-        eval_every=250, eval_tokens=655_360, ckpt_every=1000, seeds=3,
+        eval_every=250, eval_tokens=655_360, ckpt_every=1000,
     ),
 }
 
-
-class MainRun(NamedTuple):
-    role: str          # the report's name for it
-    label: str         # short label for plot legends
-    what: str          # one line: what the run trains
-
-
-# The workbook's main runs, in the order notebooks 04-06 make them; folder names under results/<profile>/.
-MAIN_RUNS: dict[str, MainRun] = {
-    "run1_baseline": MainRun("baseline", "baseline", "residual at the profile's batch"),
-    "run1b_baseline_maxbatch": MainRun("baseline, max batch", "baseline max batch",
-                                       "residual at its own max batch under the memory budget"),
-    "run2_reversible_same_batch": MainRun("reversible, same batch", "reversible",
-                                          "the screened reversible trunk at the profile's batch"),
-    "run3_reversible_max_batch": MainRun("reversible, max batch", "reversible max batch",
-                                         "the screened reversible trunk at its max batch under the same budget"),
-    "run4_reversible_deep": MainRun("reversible, deep", "reversible deep",
-                                    "the deepest reversible model that fits the baseline's memory at its batch"),
-}
-
-# Runs the report shows when they are there, never listed as missing: run 3b (notebook 06) and the screening's
-# runner-up at the full budget (notebook 07).
-EXTRA_RUNS: dict[str, MainRun] = {
-    "run3b_reversible_max_batch_stream": MainRun("reversible, max batch, other stream", "reversible max batch, 3b",
-                                                 "the screened reversible trunk on the other stream (fp32 <-> "
-                                                 "fp64) at its own max batch"),
-    "run2b_screening_runner_up": MainRun("screening runner-up", "runner-up",
-                                         "the screening's second-best reversible candidate at the profile's batch"),
-}
 
 ProfileLike = Union[str, Profile]
 
@@ -183,11 +139,3 @@ def get_profile(profile: ProfileLike = "auto") -> Profile:
 def resolve_profile_name(profile: ProfileLike = "auto") -> str:
     """The name of `get_profile(profile)`."""
     return get_profile(profile).name
-
-
-def max_batch_tokens(profile: ProfileLike, batches: list[int]) -> int:
-    """The token budget the max-batch runs share: the profile's `train_tokens`, raised when needed so the
-    largest of `batches` still takes `max_batch_min_steps` optimizer steps (equal tokens for every max-batch
-    run, so the smaller batches take more steps)."""
-    prof = get_profile(profile)
-    return max(prof.train_tokens, prof.max_batch_min_steps * max(batches) * prof.seq_len)

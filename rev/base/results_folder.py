@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from .files import atomic_zip, read_json, swap_in, walk_files, write_json
+from .units import MIB
 
 REPORT_NAME = "REPORT.md"                 # results/<profile>/REPORT.md, with its figures in PLOTS_DIR beside it
 PLOTS_DIR = "plots"
@@ -59,7 +60,7 @@ def make_results_archive(profile: str, results_root: str | Path = "results", out
     # hidden entries are scratch (a report being written, a merge in progress): not results
     candidates = [p for p in walk_files(folder) if p.name != RESULTS_MARKER
                   and not p.relative_to(folder).parts[0].startswith(".")]
-    limit = max_file_mib * 2**20
+    limit = max_file_mib * MIB
     left_out = [p for p in candidates if p.name == "ckpt.pt" or p.stat().st_size > limit]
     files = [p for p in candidates if p not in left_out]
     if not any(p.name in ("summary.json", "log.csv", "maxbatch.json", "screening.json") for p in files):

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..base.cli import file_arg, folder_arg
 from ..base.files import atomic_zip, walk_files
 from ..base.results_folder import RESULTS_MARKER, make_results_archive
+from ..base.units import MIB
 
 BUNDLE_DIRS = ("rev", "tests", "notebooks", "colab", ".ci")
 BUNDLE_FILES = ("pyproject.toml", "README.md", "environment.yml")
@@ -104,7 +105,7 @@ def run_cli(args: argparse.Namespace) -> int:
             left = json.loads(zf.read(f"results/{args.results}/{RESULTS_MARKER}"))["left_out"]
         ckpts = [f for f in left if f.endswith("ckpt.pt")]
         large = [f for f in left if f not in ckpts]
-        print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB; left out: {len(ckpts)} checkpoints"
+        print(f"wrote {path} ({path.stat().st_size / MIB:.1f} MiB; left out: {len(ckpts)} checkpoints"
               + (f" and {', '.join(large)}" if large else "") + f"): bring it back and run "
               f"`python -m rev report --merge {path.name}`")
         return 0
@@ -113,5 +114,5 @@ def run_cli(args: argparse.Namespace) -> int:
     with zipfile.ZipFile(path) as zf:
         manifest = json.loads(zf.read(f"{TOP}/{BUNDLE_MARKER}"))
     data = manifest["data"] or f"none (profile {manifest['profile']!r} not prepared here; Colab will prepare it)"
-    print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB, {len(manifest['files'])} files); data: {data}")
+    print(f"wrote {path} ({path.stat().st_size / MIB:.1f} MiB, {len(manifest['files'])} files); data: {data}")
     return 0

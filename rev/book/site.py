@@ -47,6 +47,7 @@ from .colab import SETUP_CELL, _REF, _URL
 from .outputs import merged_streams, stream_text, terminal_text
 from .sequence import SEQUENCE, read_notebook
 from .site_check import MANIFEST, SiteError
+from ..base.units import MIB
 
 ASSETS = Path(__file__).resolve().parent / "site_assets"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -527,7 +528,7 @@ def build_site(src: str | Path, out: str | Path, results: str | Path | None = No
                 "pages": [asdict(p) for p in pages], "warnings": warned}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    print(f"site: {len(pages)} pages, {size / 2**20:.1f} MiB, in {time.perf_counter() - t0:.0f} s -> "
+    print(f"site: {len(pages)} pages, {size / MIB:.1f} MiB, in {time.perf_counter() - t0:.0f} s -> "
           f"{out / 'index.html'}" + (f" ({len(warned)} sphinx warnings, listed in {out / MANIFEST})" if warned else ""))
     return out / "index.html"
 

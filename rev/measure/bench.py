@@ -19,38 +19,16 @@ from ..base.progress import tqdm
 from ..base.cli import batch_slice_arg, device_arg, file_arg, pos_chunk_arg, positive_int
 from ..base.device import PRECISIONS, amp_dtype, autocast, describe, pick_device
 from ..base.files import write_json
-from ..core.optim import adamw
 from .memory import MemoryLine, training_step_memory
+from .probe import make_training_step, step_peak
 from .stats import quartiles
 from ..core.loss import LOSS_HEADS
 from ..core.model import GPT, TRUNKS, GPTConfig, is_reversible, trunk_spec
 from .ledger import format_ledger, sequence_ledger
 from .slicing import as_planned, plan_slices, recomputes
+from ..base.units import MIB
 
 DEPTH_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")
-
-
-def make_training_step(cfg: GPTConfig, batch: int, device: torch.device, dtype, seed: int = 0):
-    """A fresh model and AdamW, and `step()` running one real training step on a fixed random batch;
-    `step.forward_backward()` runs the step's forward and backward alone (no update)."""
-    torch.manual_seed(seed)
-    model = GPT(cfg).to(device)
-    opt = adamw(model, lr=1e-4)
-    gen = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len + 1), generator=gen).to(device)
-
-    def forward_backward() -> None:
-        with autocast(device, dtype):
-            loss = model(idx[:, :-1], idx[:, 1:])
-        loss.backward()
-
-    def step() -> None:
-        forward_backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    step.forward_backward = forward_backward
-    return model, opt, step
 
 
 LOSS_SCALE = 2.0 ** 16  # a GradScaler's initial scale: what multiplies an fp16 loss before its backward
@@ -84,23 +62,6 @@ def gradient_error(model: GPT, batch: int, device: torch.device, dtype: torch.dt
     num = sum(((g - r) ** 2).sum() for g, r in zip(got, ref))
     den = sum((r ** 2).sum() for r in ref)
     return float((num / den).sqrt())
-
-
-def step_peak(cfg: GPTConfig, batch: int, device: torch.device, dtype) -> int:
-    """Peak bytes of a real training step of a fresh `cfg` at `batch`, optimizer state included (raises
-    torch.OutOfMemoryError on CUDA OOM)."""
-    model, opt, step = make_training_step(cfg, batch, device, dtype)
-    init_optimizer_state(model, opt)
-    return training_step_memory(model, opt, step, device).peak_bytes
-
-
-def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
-    """Give `opt` its state (AdamW's two moments per parameter) as a first training step would, without the step's
-    forward and backward: one update from zero gradients. A probe then measures one real step, not two."""
-    for p in model.parameters():
-        p.grad = torch.zeros_like(p)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
 
 
 def round_ratios(times: list[float], other_times: list[float]) -> list[float]:
@@ -249,7 +210,7 @@ def _compare(rows: list[dict], name: str, pick, other) -> list[str]:
 
 
 def format_report(res: dict, depth: dict | None = None) -> str:
-    mib = 2 ** 20
+    mib = MIB
     rows = res["runs"]
     per_seq = all("bytes_per_sequence" in r for r in rows)
     grad_err = all("grad_error" in r for r in rows) and bool(rows)

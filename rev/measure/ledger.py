@@ -27,8 +27,8 @@ import torch
 from ..core.integrators import get_integrator
 from ..core.model import GPT, TRUNKS, GPTConfig
 from ..core.streams import get_stream
+from ..base.units import MIB
 
-MIB = 2 ** 20
 
 
 def _streams(cfg: GPTConfig) -> int:

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 from dataclasses import dataclass, field
 from typing import Callable
 
-import torch
 from ..base.progress import tqdm
 
-from .bench import run_label, step_peak
+from .bench import run_label
+from .probe import step_peak
 from ..base.cli import batch_slice_arg, device_arg, file_arg, pos_chunk_arg, positive_float, positive_int
 from ..base.device import amp_dtype, pick_device
 from .ledger import static_bytes
@@ -44,7 +43,9 @@ from ..core.streams import STREAMS
 from ..base.profiles import get_profile
 from ..base.files import write_json
 from .search import largest_fitting  # noqa: F401  (the search lives there; this module's name for it)
-from .slicing import SlicePlan, plan_slices, planned_by_probes
+from .probe import check_budget, cuda_budget, measure_config
+from .slicing import SlicePlan, measured_slices, planned_by_probes
+from ..base.units import MIB
 
 
 @dataclass
@@ -100,119 +101,6 @@ class MaxDepth:
                 "n_layer": self.n_layer, "max_layers": self.max_layers}
 
 
-# How running out of memory is reported: CUDA's caching allocator raises torch.OutOfMemoryError; an allocation made
-# outside it (cuBLAS's workspace and handle, a kernel launch) arrives as a plain RuntimeError with one of these; the
-# CPU allocator, when the operating system refuses it memory, raises a RuntimeError ("DefaultCPUAllocator: can't
-# allocate memory").
-OOM_MESSAGES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "can't allocate memory")
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    """Whether `error` says the device (a GPU, or the CPU's RAM) ran out of memory (any kind above)."""
-    if isinstance(error, torch.cuda.OutOfMemoryError):   # torch.OutOfMemoryError is the same class
-        return True
-    return isinstance(error, RuntimeError) and any(m in str(error) for m in OOM_MESSAGES)
-
-
-def measure_probe(run: Callable[[], int], budget: int, device: torch.device) -> tuple[int | None, bool]:
-    """(peak bytes, fits) of one probe `run()` returning its peak; running out of memory (`is_out_of_memory`) is a
-    miss with no peak, any other error propagates. Either way the probe's tensors are freed before this returns:
-    the error is dropped first (its traceback holds the failed step's frames, and so its activations), then the
-    garbage collector runs and the CUDA cache is emptied, so the next probe starts from the same memory."""
-    failed = False
-    try:
-        peak = run()
-    except RuntimeError as e:
-        if not is_out_of_memory(e):
-            raise
-        failed = True
-    finally:
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    if failed:
-        return None, False
-    return peak, peak <= budget
-
-
-def measure_config(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int) -> tuple[int | None, bool]:
-    """(peak bytes, fits) of one probe of `cfg` at `batch`: what every probe of the searches here measures (see
-    `measure_probe`)."""
-    return measure_probe(lambda: step_peak(cfg, batch, device, dtype), budget, device)
-
-
-def measured_slices(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int | None = None) -> SlicePlan:
-    """`rev.measure.slicing.plan_slices` for `cfg` at `batch` on `device`; on CUDA each candidate slicing is a
-    measured probe (a real step, its peak against `budget`, default `cuda_budget`)."""
-    if not planned_by_probes(cfg, device.type):
-        return plan_slices(cfg, batch, device.type)
-    budget = cuda_budget(device) if budget is None else budget
-    fits = lambda s: measure_config(  # noqa: E731
-        dataclasses.replace(cfg, batch_slice=s), batch, device, dtype, budget)[1]
-    return plan_slices(cfg, batch, device.type, fits)
-
-
-def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
-    """`fraction` of what a CUDA device can give a new training step now: the driver's free memory plus what this
-    process's caching allocator holds in reserve without using it (blocks freed by earlier probes or models; they
-    serve new tensors before the driver is asked), and never more than the process's cap allows
-    (`torch.cuda.set_per_process_memory_fraction`, how a larger GPU stands in for a 15 GiB T4: the driver's free
-    figure does not know the cap). Tensors this process still holds (another model, its AdamW state) are not
-    available and not counted; memory held by other processes (another kernel's CUDA context and cache, say a
-    notebook's driver) is already missing from the free figure.
-
-    What it ignores, and `fraction` leaves room for: fragmentation (a cached block may be free yet too small for
-    one large tensor), memory the step takes outside the caching allocator (this process's CUDA context, cuBLAS
-    and cuDNN handles), and whatever other processes allocate while the search runs."""
-    free, total = torch.cuda.mem_get_info(dev)
-    allocated = torch.cuda.memory_allocated(dev)
-    unused_cache = torch.cuda.memory_reserved(dev) - allocated
-    available = free + max(0, unused_cache)
-    return int(fraction * min(available, memory_cap(dev, total) - allocated))
-
-
-def memory_cap(dev: torch.device, total: int | None = None) -> int:
-    """Bytes this process's caching allocator may hold on `dev`: the device's total under the per-process cap
-    (`set_per_process_memory_fraction`; a torch without `get_per_process_memory_fraction` cannot tell it, and then
-    the total is the answer)."""
-    total = torch.cuda.mem_get_info(dev)[1] if total is None else total
-    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
-    return int((1.0 if get_fraction is None else get_fraction(index)) * total)
-
-
-def available_bytes(dev: torch.device) -> int | None:
-    """What a new training step can have on `dev` now: on CUDA what `cuda_budget` counts (the driver's free memory
-    and this process's unused cache); on a CPU what the operating system says is available without swapping
-    (MemAvailable in /proc/meminfo, or psutil's figure where there is no /proc); None where nothing tells."""
-    if dev.type == "cuda":
-        return cuda_budget(dev, 1.0)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return int(psutil.virtual_memory().available)
-
-
-def check_budget(budget_bytes: int, dev: torch.device) -> None:
-    """Refuse a budget larger than what `dev` has free (`available_bytes`), before the first probe: a search under
-    it would probe batches the machine cannot hold, and end in an allocation failure, or in the operating system
-    killing the process without a word."""
-    have = available_bytes(dev)
-    if have is not None and budget_bytes > have:
-        where = "RAM" if dev.type == "cpu" else f"memory on {torch.cuda.get_device_name(dev)}"
-        raise ValueError(f"budget {budget_bytes / 2**20:,.0f} MiB is more than this machine has free "
-                         f"({have / 2**20:,.0f} MiB of {where}): give --budget-mib {int(0.9 * have / 2**20):d} "
-                         f"or less")
-
-
 def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record: Callable, start: int,
             limit: int, progress: bool, gallop: bool = False, max_probes: int | None = None) -> int:
     """`largest_fitting` over measured probes (at most `max_probes`), each recorded by `record(n, peak, fits)`, with
@@ -223,7 +111,7 @@ def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record
         peak, fits = measure(n)
         record(n, peak, fits)
         bar.update()
-        bar.set_postfix(n=n, peak_MiB=None if peak is None else round(peak / 2**20), fits=fits)
+        bar.set_postfix(n=n, peak_MiB=None if peak is None else round(peak / MIB), fits=fits)
         return fits
 
     found = largest_fitting(test, max(1, start), limit, gallop, max_probes)
@@ -248,8 +136,8 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
         budget_bytes = cuda_budget(dev, cuda_fraction)
     floor = static_bytes(cfg)
     if budget_bytes <= floor:
-        raise ValueError(f"budget {budget_bytes / 2**20:.1f} MiB is smaller than the model itself "
-                         f"({floor / 2**20:.1f} MiB for parameters, gradients and Adam state): raise the budget")
+        raise ValueError(f"budget {budget_bytes / MIB:.1f} MiB is smaller than the model itself "
+                         f"({floor / MIB:.1f} MiB for parameters, gradients and Adam state): raise the budget")
     if check_free:   # False: a budget above what is free, so only a real out-of-memory ends the search
         check_budget(budget_bytes, dev)
     result = MaxBatch(cfg.trunk, 0, budget_bytes)
@@ -263,7 +151,7 @@ def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str 
     result.batch = _search(f"max batch {cfg.trunk}", measure, record, start, limit, progress, gallop=guess,
                            max_probes=max_probes)
     if result.batch == 0:
-        raise ValueError(f"not even batch 1 fits in {budget_bytes / 2**20:.1f} MiB for trunk {cfg.trunk!r}")
+        raise ValueError(f"not even batch 1 fits in {budget_bytes / MIB:.1f} MiB for trunk {cfg.trunk!r}")
     result.slicing = measured_slices(cfg, result.batch, dev, dtype, budget_bytes)
     return result
 
@@ -336,7 +224,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     prof = get_profile(args.profile)
     dev = pick_device(args.device)
-    budget = int(args.budget_mib * 2**20) if args.budget_mib else (
+    budget = int(args.budget_mib * MIB) if args.budget_mib else (
         prof.gpu_budget(cuda_budget(dev)) if dev.type == "cuda" else prof.cpu_mem_budget)
     results = {}
     for trunk in args.trunk:
@@ -349,8 +237,8 @@ def run_cli(args: argparse.Namespace) -> int:
                            max_probes=prof.search_probes)
         results[trunk] = r.to_dict() | {"config": cfg.to_dict()}
         line = r.memory_line()
-        per_seq = "" if line is None else f", {line.bytes_per_sequence / 2**20:.2f} MiB per sequence"
-        print(f"{trunk}: max batch {r.batch} under {r.budget_bytes / 2**20:.0f} MiB "
+        per_seq = "" if line is None else f", {line.bytes_per_sequence / MIB:.2f} MiB per sequence"
+        print(f"{trunk}: max batch {r.batch} under {r.budget_bytes / MIB:.0f} MiB "
               f"({len(r.probes)} probes{per_seq}; {stream} stream, {args.loss_head} head, pos_chunk "
               f"{run_label(cfg)['pos_chunk']}); each step runs {r.slicing.describe()} ({r.slicing.reason})")
     if "residual" in results and len(results) > 1:

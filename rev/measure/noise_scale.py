@@ -67,7 +67,11 @@ class NoiseScale:
         idx = np.random.default_rng(seed).integers(0, len(small), (resamples, len(small)))
         draws = [_b_simple(small[i].mean(), big[i].mean(), self.b_small, self.b_big) for i in idx]
         tail = (1 - level) / 2
-        lo, hi = np.quantile(np.array(draws), [tail, 1 - tail])
+        draws = np.array(draws)
+        # between an infinite draw and its neighbour there is nothing to interpolate (inf - inf is nan): with any
+        # infinite draw the ends are order statistics, draws themselves
+        method = "inverted_cdf" if np.isinf(draws).any() else "linear"
+        lo, hi = np.quantile(draws, [tail, 1 - tail], method=method)
         return float(lo), float(hi)
 
 

@@ -8,7 +8,7 @@ busy, and buy nothing once the whole batch fits. So `batch_slice="auto"` means:
 * CPU: slices of `SLICE_ROWS` tokens (`auto_batch_slice`), as before: a CPU's cores are already busy at 1,024-row
   matmuls, and the slices measured free there (`python -m rev bench --batch-slices auto 0`).
 * CUDA with a budget: the whole batch when its step fits; where it does not, the fewest slices that fit, found by
-  the same measured probes as the max-batch search (`rev.measure.maxbatch.measured_slices`: a real step at the
+  the same measured probes as the max-batch search (`measured_slices`, `rev.measure.probe`: a real step at the
   batch, its peak against the budget). The fewest slices are the largest ones, so a GPU runs the largest matmuls
   memory allows; a plan whose slices fall below `GPU_MIN_ROWS` rows says that memory forced it there.
 * CUDA without a budget: the whole batch.
@@ -24,7 +24,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+import torch
+
 from ..core.model import SLICE_ROWS, TRUNKS, GPTConfig, auto_batch_slice
+from .probe import cuda_budget, measure_config
 from .search import largest_fitting
 
 # Rows (tokens) per slice below which a GPU's matmuls leave units idle: a (rows x d) by (d x 4d) product at the
@@ -121,3 +124,25 @@ def as_planned(cfg: GPTConfig, plan: SlicePlan, device_type: str) -> GPTConfig:
     if planned_by_probes(cfg, device_type):
         return dataclasses.replace(cfg, batch_slice=plan.batch_slice)
     return cfg
+
+
+
+
+def measured_slices(cfg: GPTConfig, batch: int, device: torch.device, dtype, budget: int | None = None) -> SlicePlan:
+    """`plan_slices` for `cfg` at `batch` on `device`; on CUDA each candidate slicing is a
+    measured probe (a real step, its peak against `budget`, default `cuda_budget`)."""
+    if not planned_by_probes(cfg, device.type):
+        return plan_slices(cfg, batch, device.type)
+    budget = cuda_budget(device) if budget is None else budget
+    fits = lambda s: measure_config(  # noqa: E731
+        dataclasses.replace(cfg, batch_slice=s), batch, device, dtype, budget)[1]
+    return plan_slices(cfg, batch, device.type, fits)
+
+
+def resolved(cfg: GPTConfig, batch: int, device: torch.device, dtype,
+             budget: int | None = None) -> tuple[GPTConfig, SlicePlan]:
+    """The model config a step of `cfg` at `batch` runs on `device`, and the plan it follows (`measured_slices`,
+    then `as_planned`): the one way from a config that says "auto" to what runs, for every entry point (a training
+    run, the screening's stream probes)."""
+    plan = measured_slices(cfg, batch, device, dtype, budget)
+    return as_planned(cfg, plan, device.type), plan

@@ -10,7 +10,7 @@ here they meet CUDA's kernels and allocator. Each row is one check (pass / FAIL 
 * a GradScaler step that overflows is skipped, the scale halves, training resumes; the fixed-point stream
   rebuilds the trunk's input bit for bit on the device;
 * memory: activations flat in depth, a step's peak independent of other models held;
-* the leak regression: the max-batch search's own probe (`maxbatch.measure_config`) made to run out of memory in the
+* the leak regression: the max-batch search's own probe (`probe.measure_config`) made to run out of memory in the
   middle of forward and as backward begins, for a stored, a checkpointed and both reversible trunks, must be a
   miss and free everything it allocated; the search with the allocator capped and no byte budget of its own
   stops at a real out-of-memory and returns a batch;
@@ -72,13 +72,15 @@ from typing import Callable, Iterator
 
 import torch
 
-from ..measure.bench import bench_depths, bench_trunks, make_training_step
+from ..measure.bench import bench_depths, bench_trunks
+from ..measure.probe import make_training_step
 from ..base.cli import CommandFailed, UserError, file_arg, folder_arg, positive_int
 from ..data.corpus import profile_folder
 from ..base.device import MEMORY_CAP_ENV, amp_dtype, autocast, describe, pick_device
 from ..base.files import read_json, write_json
 from ..measure.ledger import static_bytes
-from ..measure.maxbatch import MaxBatch, find_max_batch, measure_config
+from ..measure.maxbatch import MaxBatch, find_max_batch
+from ..measure.probe import measure_config
 from ..measure.memory import training_step_memory
 from ..base.profiles import PROFILES, get_profile
 from ..measure.slicing import as_planned
@@ -87,12 +89,13 @@ from .loop import TrainConfig, load_model, train
 from ..core.loss import cross_entropy
 from ..core.model import GPT, MLP, GPTConfig, reversible_twin
 from ..core.reversible import RECON_LIMIT, reconstruction_error
+from ..base.units import GIB, MIB
 
 ASSIGNMENT = "t4"                   # the profile with the assignment geometry (d=384, L=10, T=512, 8K vocab)
 T4_TRUNKS = ("residual", "midpoint_rev", "reveuler_rev")
 LEAK_TRUNKS = ("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev")   # stored, checkpointed, reversible
-T4_CAP = 15 * 2**30                 # what the T4 emulation lets the allocator hold (a Colab T4 has 15 GiB)
-LEFT_LIMIT = 16 * 2**20             # what a row may leave allocated after it (CUDA's own small caches)
+T4_CAP = 15 * GIB                 # what the T4 emulation lets the allocator hold (a Colab T4 has 15 GiB)
+LEFT_LIMIT = 16 * MIB             # what a row may leave allocated after it (CUDA's own small caches)
 NOTEBOOKS = ("04_run1_baseline", "05_run2_reversible_same_batch", "06_run3_reversible_max_batch")
 NOTEBOOK_CAP_GIB = 2.0              # the smoke models are tiny: 2 GiB keeps notebook 06's searches short
 # Largest relative gradient gap to the stored twin, by autocast dtype. Fixed stream: the rebuilt states are
@@ -132,7 +135,7 @@ SMALL = dict(vocab_size=256, seq_len=64, n_layer=4, n_head=2, d_model=64)   # si
 
 def _size(n: float) -> str:
     """Bytes in GiB from 1 GiB up, else in MiB."""
-    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+    return f"{n / GIB:.3g} GiB" if n >= GIB else f"{n / MIB:,.1f} MiB"
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,7 @@ class Sizes:
     head: tuple[int, int, int] = (8192, 8192, 256)   # rows, vocabulary, width of the loss-head check
     flat: dict | None = None                # geometry of the flat-in-depth check (None: its own default)
     flat_batch: int = 16
-    other_bytes: int = 256 * 2**20          # another model's tensors held beside a measured step
+    other_bytes: int = 256 * MIB          # another model's tensors held beside a measured step
     leak_batch: int = 8
     oom_cap: int = 3 * 2**29                # the OOM search's room under the allocator's cap (`capped`)
     oom_limit: int = 4096
@@ -158,8 +161,8 @@ class Sizes:
 
     @classmethod
     def tiny(cls) -> "Sizes":
-        return cls(geometry="smoke", head=(1024, 2048, 64), flat=SMALL, flat_batch=4, other_bytes=16 * 2**20,
-                   leak_batch=2, oom_cap=6 * 2**20, oom_limit=32, t4_cap=12 * 2**20, t4_limit=32, rounds=3,
+        return cls(geometry="smoke", head=(1024, 2048, 64), flat=SMALL, flat_batch=4, other_bytes=16 * MIB,
+                   leak_batch=2, oom_cap=6 * MIB, oom_limit=32, t4_cap=12 * MIB, t4_limit=32, rounds=3,
                    train_profile="smoke", train_steps=20, resume_steps=12, left_limit=512 * 2**10)
 
 
@@ -333,7 +336,7 @@ def resume_row(device: torch.device, data_dir: Path, profile: str = "smoke", ste
                f"{s['steps']} steps of {profile}, {s['device']}: {how}", 0.0)
 
 
-def relative_memory_row(device: torch.device, other_bytes: int = 256 * 2**20) -> Row:
+def relative_memory_row(device: torch.device, other_bytes: int = 256 * MIB) -> Row:
     """A step's measured peak does not depend on what else the process holds: measured alone, then with
     `other_bytes` of another model's tensors alive on the device (bench and notebook 07b keep earlier models)."""
     cfg = GPTConfig(vocab_size=1024, seq_len=128, n_layer=4, n_head=4, d_model=128, trunk="reveuler_rev")
@@ -349,8 +352,8 @@ def relative_memory_row(device: torch.device, other_bytes: int = 256 * 2**20) ->
     del other
     gap = abs(crowded - alone) / alone
     return Row("peak memory is relative to the step", "pass" if gap <= 0.01 else "FAIL",
-               f"alone {alone / 2**20:.1f} MiB, with {other_bytes / 2**20:.0f} MiB of another model held "
-               f"{crowded / 2**20:.1f} MiB ({100 * gap:.2f}% apart)", 0.0)
+               f"alone {alone / MIB:.1f} MiB, with {other_bytes / MIB:.0f} MiB of another model held "
+               f"{crowded / MIB:.1f} MiB ({100 * gap:.2f}% apart)", 0.0)
 
 
 def _dtype_name(dtype: torch.dtype | None) -> str:
@@ -367,7 +370,7 @@ def flat_memory_row(device: torch.device, geometry: dict | None = None, batch: i
     ratios = {t: growth[t] / growth["residual"] for t in T4_TRUNKS[1:]}
     ok = growth["residual"] > 0 and all(r < FLAT_RATIO for r in ratios.values())
     return Row("memory flat in depth (L=4 -> 16)", "pass" if ok else "FAIL",
-               f"residual +{growth['residual'] / 2**20:.0f} MiB; "
+               f"residual +{growth['residual'] / MIB:.0f} MiB; "
                + ", ".join(f"{t} {r:.3f}x of that" for t, r in ratios.items()), 0.0)
 
 
@@ -403,7 +406,7 @@ def _run_out(device: torch.device) -> Callable[[], None]:
 
 
 def failing_probe(cfg: GPTConfig, batch: int, device: torch.device, dtype, where: str) -> dict:
-    """One probe of the max-batch search (`maxbatch.measure_config`, what `find_max_batch` calls) that runs out of
+    """One probe of the max-batch search (`probe.measure_config`, what `find_max_batch` calls) that runs out of
     memory `where`: "forward" at the MLP call of the middle layer (the (L//2+1)-th MLP call), "backward" as the
     first MLP's backward begins (a reversible trunk's: in its recompute). Global module hooks do it, so the probe
     is the search's own, model and all. Returns whether it was a miss that really ran out, how many module outputs are
@@ -455,7 +458,7 @@ def probe_leak_row(device: torch.device, sizes: Sizes) -> Row:
     return Row("a probe out of memory frees everything", "FAIL" if bad else "pass",
                f"{len(cases)} probes ({', '.join(LEAK_TRUNKS)}; forward and backward) at batch {sizes.leak_batch}: "
                + (f"failed: {', '.join(bad)}" if bad else "each a miss, no activation alive after")
-               + ("" if worst is None else f"; at most {worst / 2**20:.1f} MiB left allocated after one"), 0.0)
+               + ("" if worst is None else f"; at most {worst / MIB:.1f} MiB left allocated after one"), 0.0)
 
 
 def oom_row(device: torch.device, sizes: Sizes) -> Row:
@@ -472,7 +475,7 @@ def oom_row(device: torch.device, sizes: Sizes) -> Row:
     ok = ooms >= 1 and res.batch >= 1 and leaked <= sizes.left_limit
     return Row("max-batch search catches a real OOM", "pass" if ok else "FAIL",
                f"cap {_size(sizes.oom_cap)}: batch {res.batch}, {ooms} OOM probe(s) of {len(res.probes)}, "
-               f"{leaked / 2**20:.1f} MiB left allocated after", 0.0)
+               f"{leaked / MIB:.1f} MiB left allocated after", 0.0)
 
 
 def bench_rows(device: torch.device, sizes: Sizes) -> list[Row]:
@@ -481,7 +484,7 @@ def bench_rows(device: torch.device, sizes: Sizes) -> list[Row]:
     res = bench_trunks(geometry, 8, trunks=("residual", "residual_ckpt", "midpoint_rev", "reveuler_rev"), steps=5,
                        device=str(device), progress=False)
     return [Row(f"bench {r['trunk']} (batch 8)", "info",
-                f"peak {r['peak_bytes'] / 2**20:.0f} MiB ({r.get('peak_ratio', math.nan):.2f}x res), "
+                f"peak {r['peak_bytes'] / MIB:.0f} MiB ({r.get('peak_ratio', math.nan):.2f}x res), "
                 f"{r['tokens_per_s']:,.0f} tok/s ({r.get('speed_ratio', math.nan):.2f}x res)", 0.0)
             for r in res["runs"]]
 
@@ -518,7 +521,7 @@ class T4Emulation:
                    f"{r.batch}{ratio}{' (the search limit)' if r.batch == self.sizes.t4_limit else ''} under "
                    f"{_size(r.budget_bytes)} of the {_size(self.sizes.t4_cap)} cap, {len(r.probes)} "
                    f"probes ({sum(p.peak_bytes is None for p in r.probes)} out of memory)"
-                   + ("" if line is None else f", {line.bytes_per_sequence / 2**20:.2f} MiB a sequence")
+                   + ("" if line is None else f", {line.bytes_per_sequence / MIB:.2f} MiB a sequence")
                    + f"; each step {r.slicing.describe()}", 0.0)
 
     def train_row(self, trunk: str) -> Row:
@@ -630,7 +633,7 @@ def train_rows(device: torch.device, data_dir: Path, reversible: str, steps: int
             rows.append(Row(f"train {trunk} {s['steps']} steps", "pass" if ok else "FAIL",
                             f"val {s['final_val_loss']:.3f} (unigram {unigram:.2f}, must be "
                             f"{UNIGRAM_MARGIN:g} below; ln V {math.log(prof.vocab_size):.2f}), "
-                            f"{s['tokens_per_s']:,.0f} tok/s, peak {s['peak_memory_bytes'] / 2**20:.0f} MiB"
+                            f"{s['tokens_per_s']:,.0f} tok/s, peak {s['peak_memory_bytes'] / MIB:.0f} MiB"
                             + ("" if recon is None else f", recon. error {recon:.1e} (limit {RECON_LIMIT:g})")
                             + f"; {corpus}", time.perf_counter() - t0))
     return rows
@@ -664,12 +667,12 @@ def notebooks_row(device: torch.device, cap_gib: float = NOTEBOOK_CAP_GIB, run: 
             else {}
     budgets = [v["budget_bytes"] for v in searches.values() if isinstance(v, dict) and "budget_bytes" in v]
     on_cuda = [r for r in runs if "(cuda)" in r.get("device", "")]
-    cap = cap_gib * 2**30
+    cap = cap_gib * GIB
     ok = len(done) == len(NOTEBOOKS) and runs and len(on_cuda) == len(runs) and budgets and max(budgets) <= cap
     return Row(f"notebooks {NOTEBOOKS[0][:2]}-{NOTEBOOKS[-1][:2]} (smoke) under a {cap_gib:g} GiB cap",
                "pass" if ok else "FAIL",
                f"{len(done)} of {len(NOTEBOOKS)} notebooks ran; {len(on_cuda)} of {len(runs)} runs on CUDA; "
-               + (f"max-batch budgets up to {max(budgets) / 2**20:,.0f} MiB" if budgets
+               + (f"max-batch budgets up to {max(budgets) / MIB:,.0f} MiB" if budgets
                   else "no max-batch search found"),
                0.0)
 
@@ -728,7 +731,7 @@ def _timed(fn: Callable[[], Row | list[Row]], name: str, device: torch.device, l
     if before is not None:
         left = _allocated(device) - before
         for r in rows:
-            r.left_mib = left / 2**20
+            r.left_mib = left / MIB
             if left > left_limit:
                 r.verdict = "FAIL"
                 r.figure += f"; {_size(left)} left allocated (limit {_size(left_limit)})"

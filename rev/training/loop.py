@@ -44,8 +44,7 @@ from ..base.cli import CommandFailed, check_seed, device_arg, folder_arg, positi
 from ..base.files import atomic_path, read_json, shown_path, write_json
 from ..core.optim import LR_SCALINGS, WARMUP_FLOOR_STEPS, adamw, lr_at, peak_lr, warmup_steps
 from ..base.device import amp_dtype, autocast, describe, pick_device
-from ..measure.maxbatch import measured_slices
-from ..measure.slicing import as_planned
+from ..measure.slicing import resolved
 from ..measure.memory import peak_memory, state_tensors
 from ..core.model import GPT, TRUNKS, GPTConfig, trunk_spec
 from ..base.profiles import Profile, ProfileLike, get_profile
@@ -350,10 +349,10 @@ def train(cfg: TrainConfig) -> dict:
     data = ensure_data(plan.profile, plan.data_dir, cfg.progress and rank == 0)
     data.check_sequences(plan.model.seq_len)   # before anything is written: not at the first evaluation
     # before the seed: on a GPU the plan's probes build models of their own
-    slicing = measured_slices(plan.model, plan.batch_size // world, device, dtype)
+    model_cfg, slicing = resolved(plan.model, plan.batch_size // world, device, dtype)
     if rank == 0 and (slicing.slices > 1 or device.type == "cuda"):
         print(f"each step runs {slicing.describe()} ({slicing.reason})")
-    run = _Run.start(cfg, plan, key, as_planned(plan.model, slicing, device.type), device, dtype, world, ckpt)
+    run = _Run.start(cfg, plan, key, model_cfg, device, dtype, world, ckpt)
     writer = rank == 0
     rows = _open_log(cfg, plan, world, run.start_step, ckpt is not None, writer)
 

@@ -8,9 +8,12 @@ import pytest
 import rev.base.profiles as profiles
 from rev.chapters.landscape import measure as landscape
 from rev.chapters import adaptive, lowrank, thermo, trace
+from rev.chapters.assignment import sizes as assignment
+from rev.chapters.screening import sizes as screening
 from rev.base.profiles import PROFILES, get_profile
 
-CHAPTERS = {"adaptive": adaptive, "lowrank": lowrank, "trace": trace, "landscape": landscape, "thermo": thermo}
+CHAPTERS = {"adaptive": adaptive, "lowrank": lowrank, "trace": trace, "landscape": landscape, "thermo": thermo,
+            "assignment": assignment, "screening": screening}
 
 
 @pytest.mark.parametrize("name", CHAPTERS)
@@ -24,5 +27,8 @@ def test_every_chapter_sizes_every_profile_by_name_or_object(name):
 
 def test_the_engine_knows_no_chapter():
     source = inspect.getsource(profiles)
-    for word in ("thermo", "adaptive", "lowrank", "trace", "landscape", "CHAPTER_SIZES"):
+    for word in ("thermo", "adaptive", "lowrank", "trace", "landscape", "CHAPTER_SIZES", "MAIN_RUNS", "run1_baseline"):
         assert word not in source, word
+    # the assignment's and the screening's sizes are theirs too: a profile is geometry, data, budget and optimiser
+    fields = {f.name for f in dataclasses.fields(profiles.Profile)}
+    assert not fields & {"seeds", "deep_max_layers", "max_batch_min_steps", "screening_fraction", "screening_set"}

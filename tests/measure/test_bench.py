@@ -98,9 +98,9 @@ def test_depth_sweep_counts_activations_not_the_foreach_update(monkeypatch):
     the depth sweep measures forward and backward, so a reversible trunk stays flat under it too."""
     import torch
 
-    from rev.measure import bench
+    from rev.measure import bench, probe
 
-    monkeypatch.setattr(bench, "adamw", lambda model, lr: torch.optim.AdamW(model.parameters(), lr=lr, foreach=True))
+    monkeypatch.setattr(probe, "adamw", lambda model, lr: torch.optim.AdamW(model.parameters(), lr=lr, foreach=True))
     geometry = dict(vocab_size=256, seq_len=64, n_layer=2, n_head=2, d_model=64)
     act = bench.bench_depths(geometry, 4, depths=(4, 16), trunks=("residual", "reveuler_rev"), device="cpu",
                              progress=False)

@@ -13,6 +13,7 @@ from rev.measure import bench
 from rev.measure import maxbatch
 from rev.measure.memory import peak_memory, training_step_memory
 from rev.base.profiles import get_profile
+from rev.measure import probe
 
 pytestmark = pytest.mark.cuda  # the CUDA path (or its double): in the GPU selection
 GEOMETRY = dict(vocab_size=64, seq_len=64, n_layer=2, n_head=2, d_model=32)
@@ -94,11 +95,11 @@ def test_budget_is_free_memory_plus_the_unused_cache_not_other_tensors(fake_cuda
     held = torch.empty(256 * MIB, dtype=torch.uint8)   # a model this process still holds: not available
     allocated = torch.cuda.memory_allocated()
     free, _ = torch.cuda.mem_get_info()
-    budget = maxbatch.cuda_budget(torch.device("cuda"), fraction=1.0)
+    budget = probe.cuda_budget(torch.device("cuda"), fraction=1.0)
     assert budget == pytest.approx(free + fake_cuda.cached_bytes, abs=SLACK)
     assert budget == pytest.approx(fake_cuda.total_bytes - fake_cuda.other_processes_bytes - allocated, abs=SLACK)
     fake_cuda.cached_bytes = 0                         # handing the cache back to the driver changes nothing
-    assert maxbatch.cuda_budget(torch.device("cuda"), 0.5) == pytest.approx(budget / 2, abs=SLACK)
+    assert probe.cuda_budget(torch.device("cuda"), 0.5) == pytest.approx(budget / 2, abs=SLACK)
     del held
 
 
@@ -109,14 +110,14 @@ def test_under_a_cap_the_budget_is_what_the_cap_leaves(fake_cuda):
     fake_cuda.other_processes_bytes = 0
     held = torch.empty(64 * MIB, dtype=torch.uint8)
     allocated = torch.cuda.memory_allocated()
-    free_budget = maxbatch.cuda_budget(torch.device("cuda"), fraction=1.0)
+    free_budget = probe.cuda_budget(torch.device("cuda"), fraction=1.0)
     torch.cuda.set_per_process_memory_fraction(15 / 16, 0)
-    assert maxbatch.memory_cap(torch.device("cuda")) == 15 * 2**30
-    capped = maxbatch.cuda_budget(torch.device("cuda"), fraction=1.0)
+    assert probe.memory_cap(torch.device("cuda")) == 15 * 2**30
+    capped = probe.cuda_budget(torch.device("cuda"), fraction=1.0)
     assert capped == pytest.approx(15 * 2**30 - allocated, abs=SLACK)
     assert free_budget == pytest.approx(16 * 2**30 - allocated, abs=SLACK)
     torch.cuda.set_per_process_memory_fraction(0.5, 0)          # a cap below the free memory binds
-    assert maxbatch.cuda_budget(torch.device("cuda"), 0.9) == pytest.approx(0.9 * (8 * 2**30 - allocated), abs=SLACK)
+    assert probe.cuda_budget(torch.device("cuda"), 0.9) == pytest.approx(0.9 * (8 * 2**30 - allocated), abs=SLACK)
     del held
 
 OOMS = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
@@ -128,7 +129,7 @@ OOMS = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 def test_both_kinds_of_out_of_memory_are_a_miss_and_the_probe_is_freed(error, fake_cuda):
     kept: list = []
 
-    def probe() -> int:
+    def failing() -> int:
         activations = torch.empty(64 * MIB, dtype=torch.uint8)   # what the failed step had allocated
         kept.append(weakref.ref(activations))
         raise type(error)(*error.args)   # a fresh one, as CUDA raises (a shared one would keep its traceback)
@@ -136,18 +137,18 @@ def test_both_kinds_of_out_of_memory_are_a_miss_and_the_probe_is_freed(error, fa
     gc.collect()
     before = torch.cuda.memory_allocated()
     fake_cuda.cached_bytes = 64 * MIB
-    assert maxbatch.measure_probe(probe, 10**12, torch.device("cuda")) == (None, False)
+    assert probe.measure_probe(failing, 10**12, torch.device("cuda")) == (None, False)
     assert kept[0]() is None, "the failed probe's tensors are still alive"
     assert torch.cuda.memory_allocated() - before <= SLACK
     assert fake_cuda.empty_cache_calls >= 1 and fake_cuda.cached_bytes == 0
 
 
 def test_any_other_runtime_error_still_raises(fake_cuda):
-    def probe() -> int:
+    def failing() -> int:
         raise RuntimeError("CUDA error: device-side assert triggered")
 
     with pytest.raises(RuntimeError, match="device-side assert"):
-        maxbatch.measure_probe(probe, 10**12, torch.device("cuda"))
+        probe.measure_probe(failing, 10**12, torch.device("cuda"))
 
 
 def test_the_search_treats_a_cublas_failure_as_a_miss(fake_cuda, monkeypatch):
@@ -156,7 +157,7 @@ def test_the_search_treats_a_cublas_failure_as_a_miss(fake_cuda, monkeypatch):
             raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasSgemm( handle, ...)`")
         return batch * MIB
 
-    monkeypatch.setattr(maxbatch, "step_peak", step_peak)
+    monkeypatch.setattr(probe, "step_peak", step_peak)
     res = maxbatch.find_max_batch(get_profile("smoke").model_config("residual"), device="cuda", limit=64,
                                   progress=False)
     assert res.batch == 5
@@ -166,7 +167,7 @@ def test_the_search_treats_a_cublas_failure_as_a_miss(fake_cuda, monkeypatch):
 
 def test_training_step_memory_is_the_same_figure_on_both_paths(fake_cuda):
     cfg = get_profile("smoke").model_config("reveuler_rev")
-    model, opt, step = bench.make_training_step(cfg, 2, torch.device("cpu"), None)
+    model, opt, step = probe.make_training_step(cfg, 2, torch.device("cpu"), None)
     step()
     cuda = training_step_memory(model, opt, step, "cuda")
     cpu = training_step_memory(model, opt, step, "cpu")

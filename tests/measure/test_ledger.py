@@ -91,7 +91,7 @@ def test_the_step_ledger_predicts_the_measured_peak_and_its_slope(trunk, toleran
     """The peak at two batches, and what a sequence adds between them, within `tolerance` of a measured real step
     (the CPU's fp16 autocast stands in for a T4's). The slope is what sets a max batch: a ledger that kept one
     stored layer, or left out the state's gradients, misses it by a factor, not by percent."""
-    from rev.measure.bench import step_peak
+    from rev.measure.probe import step_peak
     from rev.measure.ledger import step_memory
 
     cfg = GPTConfig(trunk=trunk, **STEP_GEOMETRY)
@@ -125,7 +125,7 @@ def test_a_stored_step_grows_with_depth_and_a_reversible_one_by_its_weights_alon
 def test_the_step_ledger_counts_the_working_set_of_one_recomputed_slice(trunk):
     """A small vocabulary and one slice of many sequences: the backward's peak is the state and one slice's block
     evaluation (attention or MLP for reversible Euler, the whole block for leapfrog), not the head."""
-    from rev.measure.bench import step_peak
+    from rev.measure.probe import step_peak
     from rev.measure.ledger import step_memory
 
     cfg = GPTConfig(vocab_size=256, seq_len=64, n_layer=2, n_head=2, d_model=64, trunk=trunk, batch_slice=16)

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-from rev.measure import maxbatch
+from rev.measure import maxbatch, probe
 from rev.base.profiles import get_profile
 
 MIB = 2**20
@@ -29,14 +29,14 @@ def _step_peak(oom_above: int, error: Exception, size=lambda cfg, batch: batch):
 def plenty_free(monkeypatch):
     """A machine with more free than any budget here: these searches are about a probe running out all the same
     (the budget check against free memory is test_budget_check.py's)."""
-    monkeypatch.setattr(maxbatch, "available_bytes", lambda dev: 2**62)
+    monkeypatch.setattr(probe, "available_bytes", lambda dev: 2**62)
 
 
 @pytest.fixture(autouse=True)
 def no_full_collection(monkeypatch):
     """Each probe runs a full garbage collection to free a failed step (test_cuda_memory.py checks that it does);
     here only the search is under test, and a collection per probe costs 0.2 s with the suite's imports."""
-    monkeypatch.setattr(maxbatch.gc, "collect", lambda *args: 0)
+    monkeypatch.setattr(probe.gc, "collect", lambda *args: 0)
 
 
 ERRORS = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 14.75 GiB total)"),
@@ -49,7 +49,7 @@ ERRORS = [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB
                                                            (1, 10**6, 1)])    # only batch 1 runs
 def test_out_of_memory_is_a_miss_and_the_search_finds_the_largest_fit(oom_above, budget_mib, expected, error,
                                                                        monkeypatch):
-    monkeypatch.setattr(maxbatch, "step_peak", _step_peak(oom_above, error))
+    monkeypatch.setattr(probe, "step_peak", _step_peak(oom_above, error))
     res = maxbatch.find_max_batch(CFG, budget_mib * MIB, device="cpu", limit=64, progress=False)
     assert res.batch == expected
     ran_out = [p for p in res.probes if p.batch > oom_above]
@@ -59,13 +59,13 @@ def test_out_of_memory_is_a_miss_and_the_search_finds_the_largest_fit(oom_above,
 
 
 def test_not_even_batch_one_says_so(monkeypatch):
-    monkeypatch.setattr(maxbatch, "step_peak", _step_peak(0, ERRORS[0]))
+    monkeypatch.setattr(probe, "step_peak", _step_peak(0, ERRORS[0]))
     with pytest.raises(ValueError, match="not even batch 1 fits"):
         maxbatch.find_max_batch(CFG, 10**6 * MIB, device="cpu", limit=64, progress=False)
 
 
 def test_the_depth_search_treats_it_the_same(monkeypatch):
-    monkeypatch.setattr(maxbatch, "step_peak", _step_peak(3, ERRORS[0], size=lambda cfg, batch: cfg.n_layer))
+    monkeypatch.setattr(probe, "step_peak", _step_peak(3, ERRORS[0], size=lambda cfg, batch: cfg.n_layer))
     res = maxbatch.find_max_depth(dataclasses.replace(CFG, n_layer=1), batch=2,
                                   budget_bytes=10**6 * MIB, max_layers=16, device="cpu", progress=False)
     assert res.n_layer == 3

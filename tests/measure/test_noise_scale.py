@@ -91,3 +91,18 @@ def test_sizes_that_cannot_estimate_are_refused(bad):
     kw = dict(b_small=2, n_small=4, groups=1) | bad
     with pytest.raises(ValueError, match="need b_small"):
         gradient_noise_scale(Regression(2), lambda b, g: None, **kw)
+
+
+def test_an_interval_whose_resamples_see_no_signal_reads_inf_without_a_warning():
+    """Groups whose big-batch norm sometimes falls below the small batches' give resamples with |G|^2 <= 0 (inf):
+    the upper end is inf, the lower a finite draw, and no nan or numpy warning from interpolating inf - inf."""
+    import warnings
+
+    from rev.measure.noise_scale import NoiseScale
+
+    ns = NoiseScale(b_small=2, b_big=8, groups=4, grad_sq=1.0, trace=1.0, loss=1.0,
+                    group_small_sq=(2.0, 2.0, 2.0, 2.0), group_big_sq=(1.5, 0.1, 1.4, 0.2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = ns.interval(resamples=400)
+    assert hi == float("inf") and 0 < lo < float("inf")

@@ -2,7 +2,7 @@
 of memory part-way through forward or backward, leave none of their activations alive, for every trunk family
 (stored, checkpointed, both reversible). Checked with weakrefs on every module's output and with the CUDA double's
 allocated bytes (tests/fake_cuda.py), through the very function the max-batch search calls for each probe
-(`maxbatch.measure_config`, by `gpucheck.failing_probe`, the GPU row's own probe), and after a whole search whose
+(`probe.measure_config`, by `gpucheck.failing_probe`, the GPU row's own probe), and after a whole search whose
 probes ran out of memory. The gradients measured through the measurement's hooks are bit-identical to a plain step's."""
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import weakref
 import pytest
 import torch
 
-from rev.measure import bench
 from rev.measure import maxbatch
 from rev.training.gpucheck import LEAK_TRUNKS, failing_probe
 from rev.measure.memory import saved_tensors_seen, training_step_memory
 from rev.base.profiles import get_profile
+from rev.measure import probe
 
 pytestmark = pytest.mark.cuda  # the CUDA path (or its double): in the GPU selection
 FAMILIES = LEAK_TRUNKS     # stored, checkpointed, both reversible
@@ -77,7 +77,7 @@ def _raises_oom(fn) -> bool:
 @pytest.mark.parametrize("trunk", ["residual", "midpoint_rev"])
 def test_a_step_that_raises_inside_the_measurement_leaves_nothing_alive(trunk, where):
     watch = Watch(where)
-    model, opt, step = bench.make_training_step(small(trunk), 4, torch.device("cpu"), None)
+    model, opt, step = probe.make_training_step(small(trunk), 4, torch.device("cpu"), None)
     watch.attach(model)
     assert _raises_oom(lambda: training_step_memory(model, opt, step, "cpu"))
     assert watch.raised == 1 and watch.outputs
@@ -87,7 +87,7 @@ def test_a_step_that_raises_inside_the_measurement_leaves_nothing_alive(trunk, w
 @pytest.mark.parametrize("where", ["forward", "backward"])
 @pytest.mark.parametrize("trunk", FAMILIES)
 def test_a_probe_that_runs_out_of_memory_frees_all_its_activations(trunk, where, fake_cuda, quick_collections):
-    """The search's own probe (`maxbatch.measure_config`) runs out of memory at the middle layer's MLP in forward, or as
+    """The search's own probe (`probe.measure_config`) runs out of memory at the middle layer's MLP in forward, or as
     the first MLP's backward begins: an allocation larger than the double's device, as gpucheck's row makes it."""
     got = failing_probe(small(trunk), 4, torch.device("cuda"), torch.float16, where)
     assert got["missed"] and fake_cuda.ooms == 1, "the probe never ran out of memory"
@@ -115,7 +115,7 @@ def test_after_a_search_whose_probes_ran_out_the_allocator_is_back_at_its_start(
 def test_gradients_measured_through_the_hooks_are_bit_identical(trunk, dtype):
     """What the measurement stores for backward (the detached tensor) gives the very gradients of a plain step."""
     def grads(hooks) -> list[torch.Tensor]:
-        model, _, step = bench.make_training_step(small(trunk), 4, torch.device("cpu"), dtype)
+        model, _, step = probe.make_training_step(small(trunk), 4, torch.device("cpu"), dtype)
         with hooks:
             step.forward_backward()
         return [p.grad for p in model.parameters()]

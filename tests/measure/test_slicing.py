@@ -9,9 +9,10 @@ import torch
 from fake_cuda import MIB
 from rev.core import reversible
 from rev.core.model import GPT, GPTConfig, auto_batch_slice
-from rev.measure import maxbatch
-from rev.measure.bench import step_peak
+from rev.measure import maxbatch, probe
+from rev.measure.probe import step_peak
 from rev.measure.slicing import GPU_MIN_ROWS, SliceError, plan_slices
+from rev.measure import slicing
 
 GEOMETRY = dict(vocab_size=64, seq_len=64, n_layer=2, n_head=2, d_model=32, pos_chunk=0)
 REV = GPTConfig(trunk="reveuler_rev", **GEOMETRY)
@@ -88,12 +89,12 @@ def test_the_max_batch_search_on_a_gpu_reports_the_slicing_its_batch_needs(fake_
         s = min(cfg.sequences_per_slice or batch, batch)
         return MIB + batch * 64 * 1024 + s * MIB
 
-    monkeypatch.setattr(maxbatch, "step_peak", fake_peak)
+    monkeypatch.setattr(probe, "step_peak", fake_peak)
     res = maxbatch.find_max_batch(REV, 20 * MIB, device="cuda", limit=4096, progress=False)
     assert res.batch == 288 and res.slicing.slices == 288 and res.slicing.sequences == 1
-    at_16 = maxbatch.measured_slices(REV, 16, torch.device("cuda"), None, 20 * MIB)
+    at_16 = slicing.measured_slices(REV, 16, torch.device("cuda"), None, 20 * MIB)
     assert at_16.slices == 1 and at_16.batch == 16
-    at_200 = maxbatch.measured_slices(REV, 200, torch.device("cuda"), None, 20 * MIB)
+    at_200 = slicing.measured_slices(REV, 200, torch.device("cuda"), None, 20 * MIB)
     # 1 + 200/16 + s <= 20 -> s <= 6.5: slices of 6, 34 of them, made equal (200 / 34 -> 6)
     assert (at_200.slices, at_200.sequences) == (34, 6)
     assert res.to_dict()["slicing"]["described"] == "288 slices of 1 sequence"
@@ -118,3 +119,17 @@ def test_a_plan_says_memory_forced_it_below_the_gpu_rows_only_below_them():
     below = plan_slices(cfg, 62, "cuda", lambda s: s <= 31)
     assert (below.slices, below.sequences) == (2, 31)
     assert f"memory forces slices below {GPU_MIN_ROWS:,} rows" in below.reason
+
+
+def test_auto_slices_are_resolved_in_one_module():
+    """Whether "auto" means the GPU's measured plan is decided in `rev.measure.slicing` alone (and what "auto" means
+    for a model built with no plan, in the model itself): any other module comparing `batch_slice` with "auto" is a
+    second policy that can drift from this one."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "rev"
+    homes = {root / "measure" / "slicing.py", root / "core" / "model.py"}
+    found = [str(p.relative_to(root)) for p in sorted(root.rglob("*.py")) if p not in homes
+             and re.search(r"batch_slice\s*[!=]=\s*[\"']auto[\"']", p.read_text())]
+    assert found == [], "modules that decide what an auto batch slice means"

@@ -4,6 +4,7 @@ reversible trunk at the batch its memory allows.
 The runs themselves are trained and read through `rev.chapters.shared` (`runs`, `run_log`, `results`,
 `run_plots`); this package holds what the three notebooks conclude from them, in their order:
 
+* `sizes`     per profile: the seeds of runs 1 and 2, the fewest steps of a max-batch run, the depth run's cap;
 * `baseline`  04: how steady this machine's clock is, what run 1's curve and sample show, its takeaways;
 * `searches`  06: the max-batch and depth searches under one memory budget, the loss-head ablation, the ledger;
 * `noise`     06: the gradient noise scale of run 1, and what it predicts a larger batch buys (checked on run 3);

@@ -30,8 +30,8 @@ from ...base.profiles import ProfileLike
 from ..shared.results import BENCH_FILE
 from ..shared.runs import profile_dir, round_ratio
 from ..shared.verdicts import FALLBACK_TIE, Tie, loss_side_word, side_of_tie
+from ...base.units import MIB
 
-MIB = 2 ** 20
 GRAD_AGREE = 1e-3   # gradients closer than this (relative) make the same step, to the rounding of a few steps
 
 

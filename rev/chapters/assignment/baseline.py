@@ -28,6 +28,7 @@ from ..shared.palette import sweep_colours
 from ..shared.run_log import read_log, step_speeds
 from ..shared.runs import loss_levels, run_dir_of, run_speed
 from ..shared.verdicts import FASTER, SLOWER, TOO_NOISY, Spread, compare_speeds, machine_drift
+from ...base.units import MIB
 
 
 # --- the run's own clock ------------------------------------------------------------------------------------
@@ -121,7 +122,7 @@ def baseline_takeaways(run1: dict, halves: tuple[list[float], list[float]] | Non
         f"An untrained model scores the uniform guess ln V = {uniform:.2f}; the baseline ended "
         + (f"{below:.3f} nats below the context-free line ({unigram:.3f}): it uses context." if below > 0 else
            f"{-below:.3f} nats above the context-free line ({unigram:.3f}): it has learnt no more than token counts."),
-        f"One training step at batch {run1['batch_size']} peaked at {run1['peak_memory_bytes'] / 2**20:.1f} MiB; "
+        f"One training step at batch {run1['batch_size']} peaked at {run1['peak_memory_bytes'] / MIB:.1f} MiB; "
         + timing + ".",
     ]
     if halves is not None:

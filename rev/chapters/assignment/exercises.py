@@ -19,6 +19,7 @@ from ...data.tokens import TokenData
 from ...measure.maxbatch import MemoryLine, largest_fitting, static_bytes
 from ..shared.exercises import recorded_against
 from .baseline import FASTER, SLOWER, TOO_NOISY, compare_speeds
+from ...base.units import MIB
 
 
 # --- 04: the context-free line ----------------------------------------------------------------------------
@@ -125,14 +126,14 @@ def memory_split(summary: dict) -> dict[str, float]:
     (activations, temporaries, logits), in MiB."""
     mc = summary["model_config"]
     static = static_bytes(GPTConfig.from_dict(mc))
-    return {"peak_MiB": summary["peak_memory_bytes"] / 2**20, "static_MiB": static / 2**20,
-            "activations_MiB": (summary["peak_memory_bytes"] - static) / 2**20}
+    return {"peak_MiB": summary["peak_memory_bytes"] / MIB, "static_MiB": static / MIB,
+            "activations_MiB": (summary["peak_memory_bytes"] - static) / MIB}
 
 
 # --- 06: predicting the max batch, and the search that finds it ----------------------------------------------
 
 LINE_CASES = [  # (b1, peak1, b2, peak2, budget): an exact fit, a fraction, a budget below the static part
-    (2, 1000, 4, 1600, 3400), (1, 5_000_000, 8, 12_000_000, 16 * 2**20), (1, 500, 2, 600, 300),
+    (2, 1000, 4, 1600, 3400), (1, 5_000_000, 8, 12_000_000, 16 * MIB), (1, 500, 2, 600, 300),
     (4, 2000, 8, 3000, 2999),
 ]
 

@@ -12,9 +12,12 @@ from ...core.loss import LOSS_HEADS
 from ...base.device import pick_device
 from ...base.files import read_json, write_json
 from ...measure.ledger import sequence_ledger
-from ...measure.maxbatch import MaxDepth, cuda_budget, find_max_batch, find_max_depth, measure_memory_line
-from ...base.profiles import ProfileLike, get_profile, max_batch_tokens
+from ...measure.maxbatch import MaxDepth, find_max_batch, find_max_depth, measure_memory_line
+from ...measure.probe import cuda_budget
+from ...base.profiles import ProfileLike, get_profile
+from .sizes import chapter_sizes, max_batch_tokens
 from ..shared.runs import profile_dir
+from ...base.units import MIB
 
 
 # --- max batch and depth under one memory budget ---------------------------------------------------------
@@ -65,7 +68,7 @@ def predict_max_batches(profile: ProfileLike, trunks: list[dict], budget_bytes: 
     for t in trunks:
         cfg = prof.model_config(t["trunk"], None, t.get("h"), t.get("stream", "fp32"))
         line = _memory_line(cfg, b1, b2, device)
-        rows[t["trunk"]] = {"static_MiB": line.static_bytes / 2**20, "MiB_per_sequence": line.bytes_per_sequence / 2**20,
+        rows[t["trunk"]] = {"static_MiB": line.static_bytes / MIB, "MiB_per_sequence": line.bytes_per_sequence / MIB,
                             "predicted_max_batch": line.max_batch(budget_bytes)}
     return pd.DataFrame(rows).T
 
@@ -118,7 +121,7 @@ def max_batch_table(predicted, mb: dict):
     slices it (`rev.measure.slicing`)."""
     import pandas as pd
 
-    per_seq = lambda r: math.nan if r.get("bytes_per_sequence") is None else r["bytes_per_sequence"] / 2**20  # noqa: E731
+    per_seq = lambda r: math.nan if r.get("bytes_per_sequence") is None else r["bytes_per_sequence"] / MIB  # noqa: E731
     sliced = lambda r: (r.get("slicing") or {}).get("described", "")  # noqa: E731  (a search saved before slicing plans)
     return pd.DataFrame({t: {"predicted_max_batch": predicted.loc[t, "predicted_max_batch"], "found": mb[t]["batch"],
                              "MiB_per_sequence (line)": predicted.loc[t, "MiB_per_sequence"],
@@ -161,12 +164,12 @@ def train_kwargs(trunk: dict) -> dict:
 
 
 def max_batch_budget_tokens(profile: ProfileLike, batches: list[int]) -> tuple[int, str]:
-    """The token budget of the max-batch runs (`rev.base.profiles.max_batch_tokens`) and a line saying how it
+    """The token budget of the max-batch runs (`sizes.max_batch_tokens`) and a line saying how it
     was set: each run's optimizer steps at that budget."""
     prof = get_profile(profile)
     tokens = max_batch_tokens(profile, batches)
     steps = ", ".join(f"batch {b}: {tokens // (b * prof.seq_len)} steps" for b in sorted(set(batches)))
-    why = (f"raised from {prof.train_tokens:,} so the largest batch still takes {prof.max_batch_min_steps} steps"
+    why = (f"raised from {prof.train_tokens:,} so the largest batch still takes {chapter_sizes(prof).max_batch_min_steps} steps"
            if tokens > prof.train_tokens else "the profile's budget")
     return tokens, f"{tokens:,} tokens for every max-batch run ({why}); {steps}"
 

@@ -2,7 +2,7 @@
 
 A main-run verdict compares two runs of one seed each. Whether a gap of 0.05 nats is a win or noise depends on how
 far a run's final loss moves when only the seed changes (its initial weights and its data order). So runs 1 and 2
-are trained again at seeds 1 .. n-1 (`Profile.seeds`; seed 0 is the main runs themselves), under
+are trained again at seeds 1 .. n-1 (`sizes.ChapterSizes.seeds`; seed 0 is the main runs themselves), under
 ``results/<profile>/seeds/``, and:
 
 * the effect of run 2 against run 1 is the mean of the paired per-seed differences, with its 95% t interval (at
@@ -23,6 +23,7 @@ from ...base.files import read_json, write_json
 from ...base.profiles import ProfileLike, get_profile
 from ...measure.stats import LEVEL, mean_interval, t_quantile
 from ..shared.results import SEEDS_FILE  # under results/<profile>/: the losses, the effect's interval, the seed tie
+from .sizes import chapter_sizes
 from ..shared.runs import finished_run, profile_dir, train_run
 from ..shared.verdicts import FALLBACK_TIE, HIGHER, LOWER, interval_side, seed_tie
 
@@ -41,8 +42,8 @@ def train_replicas(profile: ProfileLike, results: str | Path, data_dir: str | Pa
     """Runs 1 and 2 at every seed the profile asks for ({run: [summary per seed, seed 0 first]}): seed 0 is read
     from the main runs, the others are trained (or reused when an earlier execution finished them)."""
     prof = get_profile(profile)
-    if prof.seeds < 1:
-        raise ValueError(f"profile {prof.name!r} has seeds={prof.seeds}: it needs at least 1 (the main runs)")
+    if chapter_sizes(prof).seeds < 1:
+        raise ValueError(f"profile {prof.name!r} has seeds={chapter_sizes(prof).seeds}: it needs at least 1 (the main runs)")
     kwargs = {"run1_baseline": {"trunk": "residual"}, "run2_reversible_same_batch": dict(chosen)}
     out: dict[str, list[dict]] = {}
     for run, kw in kwargs.items():
@@ -52,7 +53,7 @@ def train_replicas(profile: ProfileLike, results: str | Path, data_dir: str | Pa
                                     f"05 first (the replicas repeat it at other seeds)")
         # a replica is read only for its final validation loss: evaluated once, at its last step (5% of its time)
         out[run] = [main] + [train_run(replica_name(run, s), prof, results, data_dir, seed=s, progress=progress,
-                                       eval_every=FINAL_ONLY, **kw) for s in range(1, prof.seeds)]
+                                       eval_every=FINAL_ONLY, **kw) for s in range(1, chapter_sizes(prof).seeds)]
     return out
 
 

@@ -16,8 +16,8 @@ from typing import Mapping
 
 from ..shared.record import Gap, RunRecord, gap_at_equal_tokens
 from ..shared.verdicts import Tie, side_of_tie
+from ...base.units import MIB
 
-MIB = 2 ** 20
 SAME_BUDGET = 0.01   # two budgets within 1% of each other spent the same memory
 
 

@@ -26,6 +26,7 @@ from ..shared.runs import (RUN3B, SPIKE_K, SPIKE_RISE, SPIKE_SMOOTH, SPIKE_WINDO
                            round_ratio, run_dir_of, speed_ratio_between)
 from ..shared.verdicts import (FALLBACK_TIE, TIMED_APART, Spread, Tie, interval_side, loss_words, seed_tie,
                                side_of_tie, speed_verdict, speed_words)
+from ...base.units import MIB
 
 
 # --- takeaways: Markdown computed from the results --------------------------------------------------------
@@ -163,7 +164,7 @@ def same_batch_takeaways(run1: dict, run2: dict, speed: SameBatchSpeed | None = 
     gap_side = seeds_side(spread) if seeds else side_of_tie(v2 - v1, tie)
     return _bullets([
         f"At batch {run2['batch_size']} the reversible trunk peaked at {mem:.2f}x the baseline's memory "
-        f"({run2['peak_memory_bytes'] / 2**20:.1f} vs {run1['peak_memory_bytes'] / 2**20:.1f} MiB); the part above "
+        f"({run2['peak_memory_bytes'] / MIB:.1f} vs {run1['peak_memory_bytes'] / MIB:.1f} MiB); the part above "
         f"the static one (activations, temporaries, the loss's logits) was {act:.2f}x, where keeping one of the "
         f"{layers} layers' activations instead of all would give {1 / layers:.2f}x before what both trunks keep."
         + sliced,
@@ -401,7 +402,7 @@ def max_batch_takeaways(mb: dict, chosen: dict, runs: dict[str, dict], deep: Max
     tokens, v3, v1b = _equal_tokens(run3, run1b)
     unigram = f"; a context-free model scores {run3['unigram_val_loss']:.3f}" if run3.get("unigram_val_loss") else ""
     lines = [
-        f"Under {mb['budget_bytes'] / 2**20:.0f} MiB the reversible trunk fits batch {b_rev} against the "
+        f"Under {mb['budget_bytes'] / MIB:.0f} MiB the reversible trunk fits batch {b_rev} against the "
         f"baseline's {b_base}: {b_rev / b_base:.2f}x.",
         f"At their max batches and {tokens:,} tokens: validation loss {v3:.3f} (reversible) vs {v1b:.3f} (baseline), "
         f"{loss_words(v3 - v1b, 'run 3', 'run 1b', tie)}; the same tokens took {run3['steps']:,} vs "

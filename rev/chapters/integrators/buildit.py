@@ -28,6 +28,7 @@ from ...core.reversible import reversible_trunk, run_forward, run_inverse, state
 from ...core.streams import STREAMS, get_stream
 from ...measure.memory import saved_tensors_seen, training_step_memory
 from ..shared import palette
+from ...base.units import MIB
 
 GRAD_RTOL = 1e-6     # float64 gradients of the memory-free Function vs the stored twin
 COLORS = {**palette.STREAMS, "memory-free Function": palette.BACKWARDS["rebuilt"],
@@ -386,7 +387,7 @@ def plot_memory(df: pd.DataFrame):
               "activation_bytes": "peak of one forward + backward (rev.measure.memory)"}
     for ax, (column, title) in zip(axes, titles.items()):
         for name, g in df.groupby("trunk", sort=False):
-            ax.plot(g.depth, g[column] / 2 ** 20, "o-", color=COLORS.get(name), label=name)
+            ax.plot(g.depth, g[column] / MIB, "o-", color=COLORS.get(name), label=name)
         ax.set(xlabel="depth L", ylabel="MiB", title=title)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
@@ -517,7 +518,7 @@ def takeaways(errors: pd.DataFrame, drift: pd.DataFrame, memory: pd.DataFrame, e
         + " Measured activation memory grows by "
         f"{slopes.bytes_per_layer[twin] / 2 ** 10:.0f} KiB per layer for the stored twin and by "
         f"{slopes.bytes_per_layer[rev_name] / 2 ** 10:.1f} KiB for the memory-free Function; at depth {dmax}: "
-        f"{last[twin] / 2 ** 20:.1f} MiB against {last[rev_name] / 2 ** 20:.2f} MiB "
+        f"{last[twin] / MIB:.1f} MiB against {last[rev_name] / MIB:.2f} MiB "
         f"({last[twin] / last[rev_name]:.1f}x).",
         f"- **Exactness is the stream's business.** After {deep} layers forward and back the rebuilt input is off by "
         f"{at['fp32']:.1e} on the fp32 stream and {at['fp64']:.1e} on fp64; the fixed stream "

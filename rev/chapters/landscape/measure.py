@@ -1,7 +1,7 @@
 """Notebook 07b (where reversible training stands): reversible trunks measured side by side with what
 practitioners use instead, their memory models checked against the measurements, and the verdict in numbers.
 
-Measured here, one training step at a time (`rev.measure.bench.make_training_step`, peaks from
+Measured here, one training step at a time (`rev.measure.probe.make_training_step`, peaks from
 `rev.measure.memory.training_step_memory`), every variant at the same point before the next point:
   stored          the residual trunk, activations kept by autograd
   ckpt_attention  selective checkpointing: each block's attention sub-layer under torch.utils.checkpoint
@@ -29,13 +29,14 @@ from ...base.progress import tqdm
 from ..shared.palette import BACKWARDS, variant_colour
 
 from ...core.model import GPTConfig
-from ...measure.bench import make_training_step
+from ...measure.probe import make_training_step
 from ...base.device import single_thread
 from ...measure.memory import training_step_memory
 from ...base.profiles import ProfileLike, get_profile
 from . import models as M
 from ..shared.runs import round_ratio
 from ..shared.verdicts import TOO_NOISY, Spread, speed_verdict
+from ...base.units import MIB
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,7 @@ def measured_figure(rows: list[dict], sizes: Sizes):
         at = sorted((r["depth"], r["tokens_per_s"]) for r in rows
                     if r["variant"] == v and r["batch"] == b2 and r["depth"] in sizes.depths)
         axes[0, 1].plot(*zip(*at), "o-", color=c, label=label)
-        sw = sorted((r["batch"], r["peak_bytes"] / 2 ** 20, r["tokens_per_s"]) for r in rows
+        sw = sorted((r["batch"], r["peak_bytes"] / MIB, r["tokens_per_s"]) for r in rows
                     if r["variant"] == v and r["depth"] == sizes.sweep_depth and r["batch"] in sizes.sweep_batches)
         axes[1, 0].plot([s[0] for s in sw], [s[1] for s in sw], "o-", color=c, label=label)
         axes[1, 1].plot([s[0] for s in sw], [s[2] for s in sw], "o-", color=c, label=label)

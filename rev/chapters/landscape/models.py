@@ -24,8 +24,8 @@ parallel c (the sequence split c ways, ring attention), and ZeRO stages 1-3 / FS
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from ...base.units import GIB
 
-GIB = 2 ** 30
 TECHNIQUES = ("stored", "selective", "ckpt_attention", "ckpt_block", "reversible", "offload")
 LABELS = {"stored": "stored (all activations)", "selective": "selective recompute (core attention)",
           "ckpt_attention": "checkpoint attention sub-layer", "ckpt_block": "per-block checkpointing",

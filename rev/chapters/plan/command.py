@@ -14,7 +14,8 @@ import torch
 from ...base.cli import device_arg, folder_arg
 from ...base.profiles import get_profile
 from .cost import LAYER_OVERHEAD_S, STEP_OVERHEAD_S, T4_FLOPS, Work, measured_rates
-from .workbook import GIB, WorkbookPlan, machine_for, plan_workbook
+from .workbook import WorkbookPlan, machine_for, plan_workbook
+from ...base.units import GIB, MIB
 
 # notebooks that train nothing, so the estimate leaves them out (data preparation, the toy chapters, the tests)
 NOT_ESTIMATED = ("00_setup", "01_integrator_theory", "01b_build_the_backward", "02_tests")
@@ -70,7 +71,7 @@ def table_lines(plan: WorkbookPlan, rates: dict[str, float] | None = None, devic
     where = (f"a GPU with {m.memory / GIB:g} GiB (fp16 autocast, as a T4)" if m.kind == "gpu"
              else "a CPU (fp32)")
     budget = m.budget(prof)
-    lines = [f"plan of the {prof.name} workbook on {where}: max-batch budget {budget / 2**20:,.0f} MiB",
+    lines = [f"plan of the {prof.name} workbook on {where}: max-batch budget {budget / MIB:,.0f} MiB",
              f"reversible trunk: {plan.pick['trunk']}, h = {plan.pick['h']:g}, {plan.pick['stream']} stream "
              f"({plan.pick_source})", "",
              f"{'run':<52}{'trunk':<14}{'layers':>7}{'batch':>7}{'slices':>7}{'steps':>8}{'tokens':>13}"
@@ -83,7 +84,7 @@ def table_lines(plan: WorkbookPlan, rates: dict[str, float] | None = None, devic
             lines.append(f"  {w.name:<50}{w.trunk:<14}{w.layers:>7}{w.batch:>7}{w.slices:>7}{w.steps:>8}"
                          f"{w.tokens:>13,}{w.t4_seconds() / 60:>9.1f}")
     lines += ["", f"searches of notebook 06 (each at most {prof.search_probes} probes):"]
-    lines += [f"  {s.name}: {s.found} in {s.probes} probes under {s.budget / 2**20:,.0f} MiB" for s in plan.searches]
+    lines += [f"  {s.name}: {s.found} in {s.probes} probes under {s.budget / MIB:,.0f} MiB" for s in plan.searches]
     runs = plan.runs
     lines += ["", f"{len(runs)} training runs, {sum(w.tokens for w in runs):,} tokens; estimated T4 time "
                   f"{plan.t4_seconds() / 3600:.2f} h (an estimate: model FLOPs at an assumed {T4_FLOPS / 1e12:g} "

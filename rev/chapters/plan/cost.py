@@ -115,7 +115,7 @@ def gpt_work(notebook: str, name: str, kind: str, cfg: GPTConfig, batch: int, st
 def measured_rates(configs: dict[str, GPTConfig], batch: int, device: torch.device, steps: int = 4) -> dict[str, float]:
     """FLOP/s each model of `configs` reaches in training steps at `batch` on `device` (in its autocast type): the
     median of `steps` timed steps after two untimed ones, times the step's FLOPs."""
-    from ...measure.bench import make_training_step
+    from ...measure.probe import make_training_step
     from ...base.device import amp_dtype
 
     dtype = amp_dtype(device)

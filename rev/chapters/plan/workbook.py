@@ -20,14 +20,15 @@ import torch
 
 from ...core.model import GPTConfig, stored_twin
 from ...measure.ledger import step_memory
-from ...base.profiles import Profile, ProfileLike, get_profile, max_batch_tokens
+from ...base.profiles import Profile, ProfileLike, get_profile
+from ..assignment.sizes import chapter_sizes as assignment_sizes, max_batch_tokens
 from ...measure.search import largest_fitting
-from ...measure.slicing import SlicePlan, plan_slices, recomputes
+from ...measure.slicing import SlicePlan, plan_slices, planned_by_probes
 from ...training.loop import untimed_steps
 from .cost import Work, gpt_work
+from ...base.units import GIB
 
-GIB = 2 ** 30
-CUDA_FRACTION = 0.9      # what `rev.measure.maxbatch.cuda_budget` takes of a GPU's free memory
+CUDA_FRACTION = 0.9      # what `rev.measure.probe.cuda_budget` takes of a GPU's free memory
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def max_batch(prof: Profile, cfg: GPTConfig, machine: Machine, name: str) -> Sea
 def max_depth(prof: Profile, cfg: GPTConfig, batch: int, budget: float, machine: Machine) -> Search:
     """`find_max_depth`: the deepest `cfg` at `batch` within `budget` (run 1's peak), up to `deep_max_layers`."""
     tried, fits = _counted(lambda n: _fits(dataclasses.replace(cfg, n_layer=n), batch, budget, machine))
-    found = largest_fitting(fits, cfg.n_layer, prof.deep_max_layers, max_probes=prof.search_probes)
+    found = largest_fitting(fits, cfg.n_layer, assignment_sizes(prof).deep_max_layers, max_probes=prof.search_probes)
     return Search("depth of run 4", found, len(tried), int(budget))
 
 
@@ -111,7 +112,7 @@ def training_slices(cfg: GPTConfig, batch: int, machine: Machine) -> SlicePlan:
 
 
 def _gpu_plans(cfg: GPTConfig, machine: Machine) -> bool:
-    return machine.kind == "gpu" and cfg.batch_slice == "auto" and recomputes(cfg)
+    return planned_by_probes(cfg, "cuda" if machine.kind == "gpu" else "cpu")
 
 
 # --- the workbook ------------------------------------------------------------------------------------------------
@@ -221,7 +222,7 @@ def _seeds_and_bench(plan: WorkbookPlan) -> None:
     nb = "05_run2_reversible_same_batch"
     for cfg in (prof.model_config("residual"), _pick_cfg(plan, trunk=stored_twin(plan.pick["trunk"])), _pick_cfg(plan)):
         _measure(plan, nb, f"bench {cfg.trunk}", cfg, prof.batch_size, 15 + 2)
-    for seed in range(1, prof.seeds):
+    for seed in range(1, assignment_sizes(prof).seeds):
         for run, cfg in (("run1_baseline", prof.model_config("residual")), ("run2_reversible_same_batch", _pick_cfg(plan))):
             _run(plan, nb, replica_name(run, seed), cfg, prof.batch_size, prof.train_tokens, eval_every=10 ** 9)
 

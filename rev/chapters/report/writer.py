@@ -202,7 +202,7 @@ def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str 
         return None
     if deep_capped(search):
         used = f", peaking at {_mib(pd_)} of the {_mib(pb)} allowed" if pb and pd_ else ""
-        return (f"The depth search stopped at its cap of {int(ld)} layers (the profile's `deep_max_layers`, which "
+        return (f"The depth search stopped at its cap of {int(ld)} layers (the chapter's `deep_max_layers`, which "
                 f"bounds the deep run's training time), not at the memory limit{used}: {ld / lb:.2f}x the "
                 f"baseline's {int(lb)} layers is a lower bound.")
     within = f" within {_mib(search['budget_bytes'])}" if search and search.get("budget_bytes") else ""

@@ -5,6 +5,7 @@ The package, in the order the notebook tells the story:
 
 * `rule`      the candidates, their short runs, the rule (`choose`: reconstructs, then lowest loss, a tie within
               `LOSS_TIE`, the stated fallback of `rev.chapters.shared.verdicts`, broken towards fp32 and speed), its verdicts, runner-up and figures, `screening.json`;
+* `sizes`     per profile: the fraction of the budget a candidate trains on, and which candidates;
 * `streams`   the fp64 and fixed-point candidates measured on their fp32 twin's trained weights (paired);
 * `takeaways` the notebook's closing Markdown, computed from the screening's result;
 * `exercises` the check of exercise 03.2 (the learner's version of the rule).

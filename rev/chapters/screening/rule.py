@@ -24,6 +24,7 @@ from ..shared.runs import profile_dir, run_dir_of, run_speed, train_run
 from ..shared.palette import integrator_colour
 from ..shared.verdicts import FALLBACK_TIE, TIMED_APART, within_tie
 from .streams import stream_row, with_stream
+from .sizes import chapter_sizes
 
 # validation losses this close (nats) count as a tie: one seed each, no seed spread yet, so the stated fallback
 LOSS_TIE = FALLBACK_TIE.nats
@@ -47,7 +48,7 @@ def screening_candidates(profile: ProfileLike = "cpu") -> list[Candidate]:
     fp64 and fixed (`minimal` screening sets: one step size, fp32, plus one fixed-point run), and in both sets
     `ASSIGNMENT_FINAL`, the reference assignment's final configuration."""
     out = [Candidate("residual", 1.0, "fp32")]
-    if get_profile(profile).screening_set == "minimal":
+    if chapter_sizes(profile).candidates == "minimal":
         return out + [Candidate("midpoint_rev", 0.5, "fp32"), Candidate("reveuler_rev", 1.0, "fp32"),
                       Candidate("reveuler_rev", 1.0, "fixed"), ASSIGNMENT_FINAL]
     for trunk, hs in (("midpoint_rev", (0.5, 0.25)), ("reveuler_rev", (1.0, 0.5))):
@@ -61,9 +62,9 @@ ASSIGNMENT_FINAL = Candidate("reveuler_rev", 0.5, "fp64")
 
 
 def screening_tokens(profile: ProfileLike) -> int:
-    """Tokens of one screening run: the profile's screening fraction of its budget, at least one batch."""
+    """Tokens of one screening run: the chapter's fraction of the profile's budget, at least one batch."""
     prof = get_profile(profile)
-    return max(prof.batch_size * prof.seq_len, int(prof.train_tokens * prof.screening_fraction))
+    return max(prof.batch_size * prof.seq_len, int(prof.train_tokens * chapter_sizes(prof).fraction))
 
 
 def stream_twins(candidates: list[Candidate]) -> dict[str, str]:
@@ -210,14 +211,14 @@ def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):
 def screening_rule(profile: ProfileLike) -> str:
     """The screening's rule in words (Markdown), with the profile's numbers: what `choose` does."""
     prof = get_profile(profile)
-    return (f"Each fp32 candidate trains on {screening_tokens(profile):,} tokens ({prof.screening_fraction:.0%} of "
+    return (f"Each fp32 candidate trains on {screening_tokens(profile):,} tokens ({chapter_sizes(prof).fraction:.0%} of "
             f"the {prof.train_tokens:,}-token budget); an fp64 or fixed-point candidate whose fp32 twin (same "
             f"integrator and h) is in the set is measured on that run's trained weights (loss, reconstruction, "
             f"speed), since a stream changes how the state is held, not the function. Among the reversible "
             f"candidates whose trained trunk rebuilds its "
             f"input to a relative error of at most `RECON_LIMIT` = {RECON_LIMIT:g}, the lowest validation loss "
             f"wins; candidates within `LOSS_TIE` = {LOSS_TIE} nats of it count as tied, and among those an fp32 "
-            f"stream goes first, then the faster one. The rule sees {prof.screening_fraction:.0%} of the budget: a "
+            f"stream goes first, then the faster one. The rule sees {chapter_sizes(prof).fraction:.0%} of the budget: a "
             f"candidate that learns more slowly early but ends lower (or fits a larger batch) is invisible to it, "
             f"which notebook 07 checks against the runner-up trained on the full budget.")
 

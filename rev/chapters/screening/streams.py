@@ -31,7 +31,7 @@ from ...core.model import GPT
 from ...core.reversible import reconstruction_error
 from ...measure.bench import quartiles
 from ...base.files import read_json, write_json
-from ...measure.maxbatch import measured_slices
+from ...measure.slicing import measured_slices
 from ...core.optim import adamw
 from ...base.profiles import ProfileLike
 from ...measure.slicing import as_planned

@@ -15,5 +15,6 @@
 * `results`   what the runs of a profile left behind, read into one frame (06, 07 and REPORT.md);
 * `run_plots` the figures of runs side by side (04-06);
 * `figures`   the figures drawn from the results frame (06, 07 and REPORT.md);
+* `main_runs` the workbook's runs by folder name: the report's name for each, its legend label;
 * `palette`   one colour per run, integrator, stream and backward across every figure of the book.
 """

@@ -9,7 +9,7 @@ and ordered sweeps a sequential map.
 """
 from __future__ import annotations
 
-# the workbook's runs, by folder name (`rev.base.profiles.MAIN_RUNS` / `EXTRA_RUNS`)
+# the workbook's runs, by folder name (`main_runs.MAIN_RUNS` / `EXTRA_RUNS`)
 RUNS = {"run1_baseline": "#1f77b4", "run1b_baseline_maxbatch": "#6baed6", "run2_reversible_same_batch": "#d62728",
         "run3_reversible_max_batch": "#ff7f0e", "run4_reversible_deep": "#8c564b",
         "run3b_reversible_max_batch_stream": "#e377c2", "run2b_screening_runner_up": "#bcbd22"}

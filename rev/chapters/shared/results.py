@@ -27,11 +27,11 @@ import pandas as pd
 
 from ...base.files import read_json
 from ...core.reversible import RECON_LIMIT
-from ...base.profiles import EXTRA_RUNS, MAIN_RUNS
+from .main_runs import EXTRA_RUNS, MAIN_RUNS
 from ...base.results_folder import MERGED_LOG
 from .run_log import read_log, speed_spread, val_loss_after_steps, val_loss_at
+from ...base.units import MIB
 
-MIB = 2**20
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
 REV_MAX_STREAM, RUNNER_UP = EXTRA_RUNS
 SEEDS_FILE = "seeds.json"   # notebook 05's seed spread of runs 1 and 2 (`rev.chapters.assignment.seeds`)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .palette import run_colour
 from .run_log import read_log
+from ...base.units import MIB
 
 
 def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, levels: dict[str, float] | None = None,
@@ -72,7 +73,7 @@ def plot_memory_speed(summaries: dict[str, dict]):
 
     colors = [run_colour(s.get("run", "")) for s in summaries.values()]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    axes[0].bar(list(summaries), [s["peak_memory_bytes"] / 2**20 for s in summaries.values()], color=colors)
+    axes[0].bar(list(summaries), [s["peak_memory_bytes"] / MIB for s in summaries.values()], color=colors)
     axes[0].set(ylabel="peak MiB of a training step")
     speeds = [run_speed(s) for s in summaries.values()]
     mid = [sp.value if sp else s["tokens_per_s"] for sp, s in zip(speeds, summaries.values())]

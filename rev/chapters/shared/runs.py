@@ -5,7 +5,7 @@ calls into these.
 
 Layout under `results/<profile>/`:
   screening/<trunk>_h<h>_<stream>/, screening.json
-  one folder per main run (`rev.base.profiles.MAIN_RUNS`: run1_baseline ... run4_reversible_deep), maxbatch.json
+  one folder per main run (`main_runs.MAIN_RUNS`: run1_baseline ... run4_reversible_deep), maxbatch.json
 """
 from __future__ import annotations
 
@@ -16,13 +16,15 @@ from pathlib import Path
 
 from ...measure.bench import quartiles, round_ratios
 from ...base.files import read_json
-from ...base.profiles import EXTRA_RUNS, MAIN_RUNS, ProfileLike, get_profile
+from ...base.profiles import ProfileLike, get_profile
+from .main_runs import EXTRA_RUNS, MAIN_RUNS
 from ...measure.stats import median_interval
 from ...training.loop import TrainConfig, train
 from .run_log import read_log, step_speeds
 from .live_loss import LiveLoss
 from .palette import run_colour
 from .verdicts import MIN_ROUNDS, Spread
+from ...base.units import MIB
 
 RUN3B, RUNNER_UP = EXTRA_RUNS
 
@@ -74,7 +76,7 @@ def summary_table(summaries: list[dict]):
     import pandas as pd
 
     df = pd.DataFrame([{k: s.get(k) for k in SUMMARY_COLUMNS} for s in summaries]).set_index("run")
-    df["peak_MiB"] = df.pop("peak_memory_bytes") / 2**20
+    df["peak_MiB"] = df.pop("peak_memory_bytes") / MIB
     speeds = [run_speed(s) for s in summaries]
     df = df.rename(columns={"tokens_per_s": "tokens/s (overall)", "wall_s": "wall seconds"})
     df.insert(df.columns.get_loc("tokens/s (overall)") + 1, "tokens/s per step: median (quartiles)",

@@ -75,7 +75,7 @@ def header(name: Any) -> Any:
 
 def _identifier(name: str) -> bool:
     from ...core.model import TRUNKS
-    from ...base.profiles import EXTRA_RUNS, MAIN_RUNS
+    from .main_runs import EXTRA_RUNS, MAIN_RUNS
 
     runs = (*MAIN_RUNS, *EXTRA_RUNS)
     return (name in runs or name in TRUNKS or any(name.startswith(f"{t}_") for t in TRUNKS)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ...base.files import read_json, shown_path
-from ...base.profiles import MAIN_RUNS
+from ..shared.main_runs import MAIN_RUNS
 from ...training.loop import TrainConfig, load_model, train
 from .sizes import chapter_sizes, model_profile
 

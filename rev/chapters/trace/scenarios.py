@@ -16,6 +16,7 @@ from .finetune import FinetuneConfig, PrefixData, finetune_with_trace
 from .lossy import degrade_traces, prune_trace
 from .records import BF16DIFF, F32DIFF, Trace
 from .walk import replay, rollback
+from ...base.units import MIB
 
 
 def rerun_from(model: nn.Module, optimizer: torch.optim.Optimizer, trace: Trace, ft: PrefixData,
@@ -98,7 +99,7 @@ def takeaways(*, logp_before: float, logp_after: float, rate_before: float, rate
         f"(compression {storage['weights_compression_ratio']:.2f}x), "
         f"{storage['total_bytes_per_param_compressed']:.2f} with the optimizer state, against "
         f"{ckpt_bpp:.2f} for a full checkpoint per step ({storage['fraction_of_checkpoint']:.0%} of it)"
-        + (f"; the file for {steps} steps of {storage['n_params']:,} parameters: {file_bytes / 2**20:.1f} MiB, "
+        + (f"; the file for {steps} steps of {storage['n_params']:,} parameters: {file_bytes / MIB:.1f} MiB, "
            f"steps x parameters x bytes per parameter per step." if file_bytes is not None else "."),
         _alternatives_line(storage, steps),
         f"* Dropping every {prune_every}th step left {1 - pruned['exact'].score.score:.0%} of the fine-tuning "

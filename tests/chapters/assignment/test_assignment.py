@@ -14,7 +14,8 @@ from rev.chapters.screening.rule import ASSIGNMENT_FINAL, screening_candidates, 
 from rev.chapters.assignment.searches import loss_head_ablation, max_batch_budget_tokens, other_stream
 from rev.core.loss import LOSS_HEADS
 from rev.core.reversible import RECON_LIMIT
-from rev.base.profiles import get_profile, max_batch_tokens
+from rev.base.profiles import get_profile
+from rev.chapters.assignment.sizes import chapter_sizes, max_batch_tokens
 
 UNIGRAM = 5.0
 
@@ -122,12 +123,12 @@ def test_loss_head_finding_is_computed_from_the_numbers():
 
 def test_cpu_max_batch_runs_get_at_least_120_steps():
     prof = get_profile("cpu")
-    assert prof.max_batch_min_steps >= 120
+    assert chapter_sizes(prof).max_batch_min_steps >= 120
     for batch in (7, 28, 42, 60, 250):
         tokens = max_batch_tokens("cpu", [7, batch])
-        assert tokens >= prof.train_tokens and tokens // (batch * prof.seq_len) >= prof.max_batch_min_steps
+        assert tokens >= prof.train_tokens and tokens // (batch * prof.seq_len) >= chapter_sizes(prof).max_batch_min_steps
     tokens, how = max_batch_budget_tokens("cpu", [7, 250])
-    assert f"{tokens:,}" in how and "raised" in how and f"batch 250: {prof.max_batch_min_steps} steps" in how
+    assert f"{tokens:,}" in how and "raised" in how and f"batch 250: {chapter_sizes(prof).max_batch_min_steps} steps" in how
     # at the budget's max batches (about 42 for reveuler_rev) the profile's own token budget suffices
     assert max_batch_tokens("cpu", [7, 41]) == prof.train_tokens
 

@@ -15,7 +15,7 @@ import torch
 
 from rev.chapters.landscape import measure as L
 from rev.chapters.landscape import models as M
-from rev.measure.bench import make_training_step
+from rev.measure.probe import make_training_step
 from rev.measure.memory import training_step_memory
 from rev.core.model import GPTConfig
 

@@ -11,6 +11,7 @@ from rev.chapters.plan import machine_for, plan_workbook
 from rev.chapters.plan.cost import forward_flops, train_flops
 from rev.chapters.plan.workbook import GIB
 from rev.base.profiles import get_profile
+from rev.chapters.assignment.sizes import chapter_sizes as assignment_sizes
 
 
 def _plan_json(capsys, *args: str) -> dict:
@@ -53,12 +54,12 @@ def test_the_plan_names_every_training_run_the_workbook_makes(t4):
     assert main <= names
     assert sum(n.startswith("screening/") for n in names) == 5          # the fp32 candidates and the residual
     assert sum(n.startswith("recipe_sweep/") for n in names) == 3
-    assert not any(n.startswith("seeds/") for n in names) and prof.seeds == 1
+    assert not any(n.startswith("seeds/") for n in names) and assignment_sizes(prof).seeds == 1
     for notebook in ("08_training_irreversibility", "09_adaptive_checkpointing", "09b_adaptive_rank",
                      "10_finetune_trace_rollback"):
         assert any(r["notebook"] == notebook for r in t4["runs"]), notebook
     cpu = plan_workbook("cpu", machine_for("cpu"))                      # 3 seeds: runs 1 and 2 twice more each
-    assert sum(w.name.startswith("seeds/") for w in cpu.runs) == 2 * (get_profile("cpu").seeds - 1)
+    assert sum(w.name.startswith("seeds/") for w in cpu.runs) == 2 * (assignment_sizes("cpu").seeds - 1)
 
 
 def test_the_budget_is_the_profiles_unless_the_gpu_gives_less_and_it_sets_run_3(capsys):
@@ -73,7 +74,7 @@ def test_the_budget_is_the_profiles_unless_the_gpu_gives_less_and_it_sets_run_3(
     big = plan_workbook(t4.replace(gpu_mem_budget=4 * GIB), machine_for(t4, 15))
     run3 = big.run("run3_reversible_max_batch")
     assert run3.batch > _run(at15, "run3_reversible_max_batch")["batch"]
-    assert run3.tokens > t4.train_tokens and run3.steps == t4.max_batch_min_steps
+    assert run3.tokens > t4.train_tokens and run3.steps == assignment_sizes(t4).max_batch_min_steps
 
 
 def test_the_ledger_replays_the_search_the_notebook_measures():
