@@ -28,7 +28,8 @@ from torch.utils.checkpoint import checkpoint
 
 from .integrators import Integrator, get_integrator
 from .loss import LOSS_HEADS, cross_entropy
-from .reversible import reversible_trunk, sliced
+from .pieces import sliced
+from .reversible import reversible_trunk
 from .streams import STREAMS, Stream, get_stream
 
 class TrunkSpec(NamedTuple):

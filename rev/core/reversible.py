@@ -43,6 +43,7 @@ import torch
 from torch import Tensor, nn
 
 from .integrators import Integrator, State
+from .pieces import block_call, pieces, sliced
 from .streams import Stream
 
 
@@ -76,45 +77,6 @@ class AutocastState:
             return contextlib.nullcontext()
         # enabled=False too is entered: a backward run inside someone's autocast region must not use it
         return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
-
-
-def position_chunks(block: nn.Module, name: str, s: Tensor) -> list[tuple]:
-    """Index tuples splitting `s` along dim -2 into the chunks block component `name` is evaluated on: chunks of
-    `block.pos_chunk` positions when the block declares `name` position-wise, else one index for everything."""
-    size, n = getattr(block, "pos_chunk", 0), s.shape[-2] if s.dim() >= 2 else 0
-    if name not in getattr(block, "position_wise", ()) or not 0 < size < n:
-        return [(...,)]
-    return [(..., slice(i, min(i + size, n)), slice(None)) for i in range(0, n, size)]
-
-
-def component_parts(block: nn.Module, name: str) -> list[Callable[[Tensor], Tensor]]:
-    """Callables whose sum is block component `name`: the block's `parts(name)` if it declares them, else the
-    component itself."""
-    parts = getattr(block, "parts", None)
-    return (parts(name) if parts is not None else None) or [block.component(name)]
-
-
-def pieces(block: nn.Module, name: str, s: Tensor) -> list[tuple[tuple, Callable[[Tensor], Tensor]]]:
-    """(positions, part) pairs that component `name` at `s` is evaluated by, in a fixed order: forward and
-    backward add them up the same way, so an exact stream inverts bit for bit."""
-    return [(ix, part) for ix in position_chunks(block, name, s) for part in component_parts(block, name)]
-
-
-def block_call(block: nn.Module, stream: Stream, dtype: torch.dtype):
-    """`call(name, s)` for integrators: evaluate block component `name` at stream value `s` (chunk by chunk
-    and part by part where the block allows, so only one piece's intermediate activations exist at a time)."""
-    def call(name: str, s: Tensor) -> Tensor:
-        todo = pieces(block, name, s)
-        if len(todo) == 1:
-            return todo[0][1](stream.decode(s, dtype))
-        out = None
-        for ix, part in todo:
-            value = part(stream.decode(s[ix], dtype))
-            out = value.new_zeros(s.shape) if out is None else out
-            out[ix] += value
-            del value
-        return out
-    return call
 
 
 @torch.no_grad()
@@ -380,16 +342,6 @@ class LayerTape:
     def param_sums(self) -> list[Tensor | None]:
         """The block's parameter gradients summed so far (None where no evaluation reached a parameter)."""
         return list(self._param_grads)
-
-
-
-def sliced(fn: Callable[[Tensor], Tensor], x: Tensor, rows: int) -> Tensor:
-    """`fn(x)` for a `fn` that treats every row of dim 0 (every sequence) alone, computed over slices of `rows`
-    rows and concatenated (0, or a batch no larger than `rows`: in one piece). Under autograd each slice is its own
-    graph, so backward -- and any recompute in it -- holds one slice's activations at a time."""
-    if not 0 < rows < x.shape[0]:
-        return fn(x)
-    return torch.cat([fn(part) for part in x.split(rows)])
 
 
 def reversible_trunk(integrator: Integrator, blocks: Sequence[nn.Module], x: Tensor, h: float, stream: Stream,

@@ -76,7 +76,7 @@ def planned_by_probes(cfg: GPTConfig, device_type: str) -> bool:
 
 
 def _fixed(batch: int, sequences: int, reason: str) -> SlicePlan:
-    """Slices of `sequences` and a shorter last one, as `rev.core.reversible.sliced` cuts them."""
+    """Slices of `sequences` and a shorter last one, as `rev.core.pieces.sliced` cuts them."""
     sequences = max(1, min(sequences, batch))
     return SlicePlan(batch, sequences, math.ceil(batch / sequences), reason)
 

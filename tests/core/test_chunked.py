@@ -7,7 +7,8 @@ from model_grads import loss_and_grads, worst_relative
 
 from rev import GPT, GPTConfig, reconstruction_error
 from rev.core.model import auto_pos_chunk
-from rev.core.reversible import LayerTape, position_chunks
+from rev.core.pieces import position_chunks
+from rev.core.reversible import LayerTape
 from rev.measure.maxbatch import measure_memory_line
 
 V, T = 64, 16

@@ -9,7 +9,7 @@ from rev import GPT, GPTConfig
 from rev.core import reversible
 from rev.base.cli import batch_slice_arg
 from rev.core.model import auto_batch_slice
-from rev.core.reversible import sliced
+from rev.core.pieces import sliced
 from rev.measure.ledger import sequence_ledger
 from rev.measure.maxbatch import measure_memory_line
 

@@ -83,7 +83,7 @@ def test_layout_twins_pass_and_a_dropped_chunk_fails(device, monkeypatch):
     dev = torch.device(device)
     row = gpucheck.layout_row(dev, _dtype(device))
     assert row.verdict == "pass" and "chunks 64/256" in row.check, row
-    import rev.core.reversible as R
+    import rev.core.pieces as R
 
     chunks = R.position_chunks
     monkeypatch.setattr(R, "position_chunks", lambda *a: (lambda c: c[:-1] if len(c) > 1 else c)(chunks(*a)))

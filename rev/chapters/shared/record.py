@@ -5,20 +5,12 @@ computed once, by one function, and the notebook and the report print the same n
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
-from .run_log import first_evaluation_from, val_loss_at
+from .run_log import first_evaluation_from, number, val_loss_at
 
-
-def _number(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 @dataclass(frozen=True)
@@ -42,8 +34,8 @@ class RunRecord:
         folder = get("path") if isinstance(get("path"), (str, Path)) and get("path") else \
             (get("config") or {}).get("out_dir") if isinstance(get("config"), Mapping) else None
         path = Path(folder) if folder and Path(folder).is_dir() else None
-        return cls(path, _number(get("tokens")), _number(get("final_val_loss")), _number(get("steps")),
-                   _number(get("batch_size")), _number(get("n_layer")))
+        return cls(path, number(get("tokens")), number(get("final_val_loss")), number(get("steps")),
+                   number(get("batch_size")), number(get("n_layer")))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ...base.files import read_json
 from ...core.reversible import RECON_LIMIT
 from .main_runs import EXTRA_RUNS, MAIN_RUNS
 from ...base.results_folder import MERGED_LOG
-from .run_log import read_log, speed_spread, val_loss_after_steps, val_loss_at
+from .run_log import number, read_log, speed_spread, val_loss_after_steps, val_loss_at
 from ...base.units import MIB
 
 BASE, BASE_MAX, REV, REV_MAX, REV_DEEP = MAIN_RUNS
@@ -243,15 +243,6 @@ def main_run(df: pd.DataFrame, name: str) -> pd.Series | None:
     """The row of main run `name` (a `MAIN_RUNS` key), or None when it is missing."""
     hit = df[(df["run"] == name) & ~df["screening"].astype(bool)]
     return hit.iloc[0] if len(hit) else None
-
-
-def number(x: Any) -> float | None:
-    """A finite float, or None for missing/NaN values."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def whole_numbers(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

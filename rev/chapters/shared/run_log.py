@@ -3,8 +3,10 @@ its timed steps with their spread. Read by the report (07), the run notebooks (0
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -148,3 +150,12 @@ def run_start(run_dir: str | Path, context_free: float, smooth: int = 10) -> Sta
                  max_grad_norm=float(np.nanmax(early)), max_grad_step=int(np.nanargmax(early)),
                  median_grad_norm=float(np.nanmedian(norm)), plateau_steps=length, plateau_drop=drop,
                  steps=len(log), total_drop=float(log["loss"].iloc[0] - mean[-1]))
+
+
+def number(x: Any) -> float | None:
+    """A finite float, or None for a missing, unreadable or non-finite value (a log cell, a summary field)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
