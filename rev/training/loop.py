@@ -42,6 +42,7 @@ from ..base.progress import tqdm
 
 from ..base.cli import CommandFailed, check_seed, device_arg, folder_arg, positive_float, positive_int, seed_arg
 from ..base.files import atomic_path, read_json, shown_path, write_json
+from .checkpoint import load_checkpoint, load_scaler_state, save_checkpoint
 from ..core.optim import LR_SCALINGS, WARMUP_FLOOR_STEPS, adamw, lr_at, peak_lr, warmup_steps
 from ..base.device import amp_dtype, autocast, describe, pick_device
 from ..measure.slicing import resolved
@@ -201,52 +202,6 @@ def ensure_data(prof: Profile, data_dir: Path, progress: bool = True):
               f"(source {prof.data_source!r}, vocabulary {prof.vocab_size})")
         prepare_profile(prof, data_dir, progress=progress)
     return load(folder, model_vocab_size=prof.vocab_size)
-
-
-# --- checkpoints --------------------------------------------------------------------------------------
-
-def save_checkpoint(path: Path, state: dict) -> None:
-    """Write to a temporary name, then rename: a crash never leaves a half-written checkpoint."""
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-
-
-def load_scaler_state(scaler: torch.amp.GradScaler, state: dict) -> None:
-    """Restore a checkpoint's GradScaler state. A checkpoint written without loss scaling (fp32 or bf16 compute, a
-    disabled scaler: its state is empty, and torch's `load_state_dict` refuses it) resumed where fp16 turns the
-    scaler on (a T4) starts from a fresh scale, and says so; a disabled scaler ignores any state."""
-    if scaler.is_enabled() and not state:
-        print("note: the checkpoint was written without a loss scaler (fp32 or bf16 compute); continuing under "
-              "fp16 with a fresh GradScaler, so the numbers are not those of an uninterrupted run in either precision")
-        return
-    scaler.load_state_dict(state)
-
-
-def load_checkpoint(path: Path, model_cfg: GPTConfig) -> dict:
-    if not path.exists():
-        raise ValueError(f"cannot resume: no checkpoint at {path}; run without --resume to start fresh "
-                         f"(or with --resume auto: continue if there is a checkpoint, else start)")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # corrupt or not a checkpoint
-        raise ValueError(f"cannot resume: {path} is not a readable checkpoint ({e})") from e
-    if not isinstance(ckpt, dict) or ckpt.get("model_config") != model_cfg.to_dict():
-        raise ValueError(f"cannot resume: {path} belongs to a different model/run "
-                         f"(its config {ckpt.get('model_config') if isinstance(ckpt, dict) else '?'}); "
-                         f"use another --out folder or drop --resume")
-    return ckpt
-
-
-def load_model(run_dir: str | Path, device: str | torch.device = "cpu") -> GPT:
-    """The trained model of a run folder (from its checkpoint)."""
-    path = Path(run_dir) / "ckpt.pt"
-    if not path.exists():
-        raise ValueError(f"no checkpoint at {path}: train the run first")
-    ckpt = torch.load(path, map_location=device, weights_only=True)
-    cfg = ckpt["model_config"]
-    model = GPT(GPTConfig.from_dict(cfg))
-    model.load_state_dict(ckpt["model"])
-    return model.to(device)
 
 
 # --- evaluation ----------------------------------------------------------------------------------------

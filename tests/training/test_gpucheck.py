@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rev.__main__ import main
-from rev.training import gpucheck
+from rev.training import device_checks, gpucheck
 from rev.base.files import read_json, write_json
 from rev.base.profiles import PROFILES
 
@@ -28,8 +28,8 @@ def test_refuses_without_a_gpu(monkeypatch, capsys):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype, scaler", [(None, False), (torch.bfloat16, False), (torch.float16, True)])
 def test_twin_gap_within_tolerance_on_every_device(device, dtype, scaler):
-    gap = gpucheck.twin_gap("reveuler", torch.device(device), dtype, scaler)
-    tol = gpucheck.GRAD_TOL[dtype]
+    gap = device_checks.twin_gap("reveuler", torch.device(device), dtype, scaler)
+    tol = device_checks.GRAD_TOL[dtype]
     assert gap["grad"] <= tol, gap
     if scaler:
         assert gap["step_taken"] and gap["step"] <= tol, gap
@@ -39,8 +39,8 @@ def test_twin_gap_catches_a_backward_without_autocast_replay(monkeypatch):
     from rev.core.reversible import AutocastState
 
     monkeypatch.setattr(AutocastState, "context", lambda self: contextlib.nullcontext())
-    gap = gpucheck.twin_gap("midpoint", torch.device("cpu"), torch.bfloat16)
-    assert gap["grad"] > gpucheck.GRAD_TOL[torch.bfloat16], gap
+    gap = device_checks.twin_gap("midpoint", torch.device("cpu"), torch.bfloat16)
+    assert gap["grad"] > device_checks.GRAD_TOL[torch.bfloat16], gap
 
 
 def test_training_rows_fall_back_to_a_named_synthetic_corpus(tmp_path):

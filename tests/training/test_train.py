@@ -15,7 +15,8 @@ from rev.core.model import GPT, TRUNKS
 from rev.base.profiles import get_profile
 from rev.core.optim import lr_at
 from rev.data.tokens import load
-from rev.training.loop import TrainConfig, TrainingDiverged, eval_sample, evaluate, load_model, plan_run, train
+from rev.training.loop import TrainConfig, TrainingDiverged, eval_sample, evaluate, plan_run, train
+from rev.training.checkpoint import load_model
 
 SMOKE = get_profile("smoke")
 ONE_BATCH = SMOKE.batch_size * SMOKE.seq_len

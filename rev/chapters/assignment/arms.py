@@ -24,7 +24,8 @@ import pandas as pd
 import torch
 
 from ...core.model import GPT, stored_twin
-from ...training.loop import TrainConfig, ensure_data, evaluate, load_model, plan_run
+from ...training.loop import TrainConfig, ensure_data, evaluate, plan_run
+from ...training.checkpoint import load_model
 from ...base.files import write_json
 from ...base.profiles import ProfileLike
 from ..shared.results import BENCH_FILE

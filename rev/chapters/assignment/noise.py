@@ -29,7 +29,8 @@ from ...core.model import GPT, GPTConfig
 from ...base.files import read_json, write_json
 from ...measure.noise_scale import gradient_noise_scale, steps_ratio, tokens_ratio
 from ...base.profiles import ProfileLike, get_profile
-from ...training.loop import ensure_data, load_model
+from ...training.loop import ensure_data
+from ...training.checkpoint import load_model
 from ..shared.run_log import read_log, val_loss_after_steps, val_loss_at
 from ..shared.runs import profile_dir
 from ..shared.verdicts import FALLBACK_TIE, Tie, side_of_tie

@@ -342,7 +342,8 @@ def exactness_by_block_dtype(run_dir: str | Path, data_dir: str | Path, stream: 
     import torch
 
     from ...core.reversible import reconstruction_error
-    from ...training.loop import ensure_data, load_model
+    from ...training.loop import ensure_data
+    from ...training.checkpoint import load_model
     from ..shared.runs import model_profile
 
     run_dir = Path(run_dir)

@@ -36,7 +36,8 @@ from ...core.optim import adamw
 from ...base.profiles import ProfileLike
 from ...measure.slicing import as_planned
 from ...core.step import train_step
-from ...training.loop import TrainConfig, ensure_data, evaluate, load_model, plan_run, untimed_steps
+from ...training.loop import TrainConfig, ensure_data, evaluate, plan_run, untimed_steps
+from ...training.checkpoint import load_model
 from ..shared.runs import profile_dir, round_ratio
 from ..shared.tables import counted
 from ..shared.verdicts import Tie, speed_verdict, within_tie

@@ -266,7 +266,7 @@ def sample(run_dir: str | Path, data_dir: str | Path, prompt: str = "Once upon a
 
     from ...data.corpus import profile_folder
     from ...data.tokens import load
-    from ...training.loop import load_model
+    from ...training.checkpoint import load_model
 
     model = load_model(run_dir).eval()
     data = load(profile_folder(get_profile(model_profile(run_dir)), data_dir), model.cfg.vocab_size, verify=False)

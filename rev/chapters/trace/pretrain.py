@@ -13,7 +13,8 @@ from torch import nn
 
 from ...base.files import read_json, shown_path
 from ..shared.main_runs import MAIN_RUNS
-from ...training.loop import TrainConfig, load_model, train
+from ...training.loop import TrainConfig, train
+from ...training.checkpoint import load_model
 from .sizes import chapter_sizes, model_profile
 
 PRETRAIN_RUN = "10_pretrain"      # the folder this chapter's own pretraining run is saved in
