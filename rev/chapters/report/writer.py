@@ -1,7 +1,7 @@
 """`python -m rev report` and notebook 07: the findings in sentences, the report's tables, and REPORT.md.
 
 `rev.chapters.shared.results` reads ``results/<profile>/`` and derives the numbers, `rev.chapters.shared.figures` draws them; this module
-says what they mean (`findings`, `takeaways`), lays them out as tables and Markdown (`report_markdown`) and
+says what they mean (`findings`, `takeaways`), lays them out as Markdown with `evidence`'s tables (`report_markdown`) and
 writes ``REPORT.md`` with ``plots/*.png`` beside it (`write_report`). Every number in the report is read from
 the results folder, except the published reference figures, which are labelled as such wherever they appear.
 
@@ -23,11 +23,12 @@ from ...base.cli import folder_arg
 from ...base.files import check_output, swap_in, write_text
 from ...base.results_folder import PLOTS_DIR, REPORT_NAME, merge
 from ..shared.figures import save_plots
-from ..shared.tables import MISSING, counted, format_number, header, tidy
+from ..shared.tables import counted, format_number, header, tidy
 from .companions import companion_findings
 from .qualifiers import recon_sentence, stream_confounds
 from ..assignment.takeaways import stalled_start
 from .headline import bench_speed, headline_lines, limits, mib
+from .evidence import format_headline, markdown_table, runs_table
 from ..shared.verdicts import TIMED_APART, seed_tie, side_of_tie, speed_verdict
 from ..shared.results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, deep_capped,
                       deep_search, loss_head_finding, loss_head_table, max_batch_views, screening_check, stream_runs,
@@ -35,121 +36,6 @@ from ..shared.results import (BASE, BASE_MAX, MIB, PUBLISHED_SOURCE, REV, REV_DE
                       main_runs, max_batches_found, maxbatch_of, number, published_reference, unigram_loss)
 
 UNIGRAM_MARGIN = 0.1     # a run ending this close to the context-free loss has learnt little context
-
-
-# -------------------------------------------------------------------------------------------------------------
-# Tables (formatted text)
-# -------------------------------------------------------------------------------------------------------------
-
-def _ratio(v: Any) -> str:
-    return "—" if number(v) is None else f"{format_number(float(v))}x"
-
-
-_LOSS_KEYS = ("val_loss", "val_loss_max_batch")   # cross-entropies: compared as a difference, never a ratio
-
-
-def format_headline(h: pd.DataFrame) -> pd.DataFrame:
-    """The headline table as text, each row in its own units (`tables.format_number`), ready to print or paste: a
-    ratio where one means something, a difference in nats for a loss (a cross-entropy's ratio means nothing, and
-    across corpora even less)."""
-    published = published_reference().set_index("key")
-
-    def compared(row: pd.Series) -> str:
-        if row["key"] not in _LOSS_KEYS:
-            return _ratio(row["ratio"])
-        b, r = number(row["baseline"]), number(row["reversible"])
-        return MISSING if b is None or r is None else f"{r - b:+.3f} nats"
-
-    def reference(row: pd.Series) -> str:
-        if row["key"] not in _LOSS_KEYS:
-            return _ratio(row["published_ratio"])
-        if row["key"] not in published.index:
-            return MISSING
-        ref = published.loc[row["key"]]
-        return f"{ref['reversible'] - ref['baseline']:+.3f} nats (another corpus)"
-
-    return pd.DataFrame({
-        "quantity": h["quantity"],
-        "baseline": [format_number(v) for v in h["baseline"]],
-        "reversible": [format_number(v) for v in h["reversible"]],
-        "reversible vs baseline": [compared(r) for _, r in h.iterrows()],
-        PUBLISHED_SOURCE: [reference(r) for _, r in h.iterrows()],
-    })
-
-
-# what a reader scans a runs table for (the training loss and wall seconds are in each run's summary.json; tokens/s
-# too: the runs were timed apart, so a column of their speeds would invite a comparison no verdict may draw)
-_RUN_COLUMNS = {"run": "run", "trunk": "trunk", "h": "h", "stream": "stream", "n_layer": "layers",
-                "batch_size": "batch", "tokens": "tokens", "final_val_loss": "val loss", "peak_memory_mib": "peak MiB", "reconstruction_error": "recon. error", "status": "status",
-                "device": "device"}
-
-
-def runs_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The per-run table shown in the report (`tables.tidy`: whole numbers as integers, 4 significant figures);
-    the status and device columns only where they differ between the runs (the report's first line names the
-    device, and "complete" on every row says nothing), and layers, batch and tokens likewise where several rows
-    share one value (the screening's)."""
-    out = pd.DataFrame({name: (df[c].tolist() if c in df else [None] * len(df)) for c, name in _RUN_COLUMNS.items()})
-    for c in ("status", "device", "layers", "batch", "tokens"):   # a column the same on every row says nothing
-        same = len(out) and out[c].astype(str).nunique() <= 1
-        if same and (c in ("status", "device") or len(out) > 1):   # a single row keeps its geometry
-            out = out.drop(columns=c)
-    if "chosen" in df and df["chosen"].any():
-        out["run"] = [f"{r} (chosen)" if ch else r for r, ch in zip(out["run"], df["chosen"])]
-    return tidy(out)
-
-
-def maxbatch_table(maxbatch: dict | None) -> pd.DataFrame:
-    """One row per max-batch search: trunk, batch found, budget, probes."""
-    rows = []
-    for key, v in (maxbatch or {}).items():
-        if not isinstance(v, dict):
-            continue
-        probes = v.get("probes") or []
-        budget = v.get("budget_bytes") or (maxbatch or {}).get("budget_bytes")
-        fitting = [p["peak_bytes"] for p in probes if p.get("fits") and p.get("peak_bytes")]
-        rows.append({"search": key, "trunk": v.get("trunk", key), "layers": v.get("n_layer"),
-                     "max batch": number(v.get("batch")), "budget MiB": budget / MIB if budget else None,
-                     "probes": len(probes), "largest fitting peak MiB": max(fitting) / MIB if fitting else None})
-    return tidy(pd.DataFrame(rows, columns=["search", "trunk", "layers", "max batch", "budget MiB", "probes",
-                                            "largest fitting peak MiB"]))
-
-
-def compare_with_published(df: pd.DataFrame, maxbatch: dict | None = None) -> pd.DataFrame:
-    """Measured and published figures side by side, one row per quantity both report (text, own units)."""
-    h = headline(df, maxbatch).set_index("key")
-    fh = format_headline(headline(df, maxbatch)).set_index(h.index)
-    ref = _published_text().set_index(published_reference()["key"])
-    rows = []
-    for key in ref.index:
-        rows.append({"quantity": h.loc[key, "quantity"], "measured baseline": fh.loc[key, "baseline"],
-                     "measured reversible": fh.loc[key, "reversible"],
-                     "measured ratio": fh.loc[key, "reversible vs baseline"],
-                     "published baseline": ref.loc[key, "baseline"], "published reversible": ref.loc[key, "reversible"],
-                     "published ratio": ref.loc[key, "reversible vs baseline"],
-                     "published quantity": ref.loc[key, "quantity"], "source": PUBLISHED_SOURCE})
-    return pd.DataFrame(rows)
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table of `df` (cells as text; '|' escaped)."""
-    def cell(v: Any) -> str:
-        return ("—" if v is None or (isinstance(v, float) and v != v) else str(v)).replace("|", "\\|")
-    head = "| " + " | ".join(cell(c) for c in df.columns) + " |"
-    sep = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, sep, *body])
-
-
-def _published_text() -> pd.DataFrame:
-    ref = published_reference()
-    return pd.DataFrame({"quantity": ref["quantity"] + " (" + ref["unit"] + ")",
-                         "baseline": [format_number(v) for v in ref["baseline"]],
-                         "reversible": [format_number(v) for v in ref["reversible"]],
-                         "reversible vs baseline": [f"{r - b:+.3f} nats" if k in _LOSS_KEYS else _ratio(v)
-                                                    for k, b, r, v in zip(ref["key"], ref["baseline"],
-                                                                          ref["reversible"], ref["ratio"])],
-                         "source": ref["source"]})
 
 
 # -------------------------------------------------------------------------------------------------------------
