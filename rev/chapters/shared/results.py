@@ -29,6 +29,7 @@ from ...base.files import read_json
 from ...core.reversible import RECON_LIMIT
 from .main_runs import EXTRA_RUNS, MAIN_RUNS
 from ...base.results_folder import MERGED_LOG
+from .record import RunRecord, equal_tokens
 from .run_log import number, read_log, speed_spread, val_loss_after_steps, val_loss_at
 from ...base.units import MIB
 
@@ -316,14 +317,10 @@ def view_gaps(views: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def equal_tokens_val(a: pd.Series, b: pd.Series) -> tuple[int, float, float] | None:
-    """(tokens, val loss of a, val loss of b) at the token count both runs reached (the smaller final count)."""
-    tokens = min(number(a["tokens"]) or 0, number(b["tokens"]) or 0)
-    if tokens <= 0:
-        return None
-    va, vb = val_loss_at(a["path"], tokens), val_loss_at(b["path"], tokens)
-    if va is None or vb is None:
-        return None
-    return int(tokens), va, vb
+    """(tokens, val loss of a, val loss of b) at the token count both runs reached (the smaller final count):
+    `record.equal_tokens` on two rows, None where either loss cannot be read there."""
+    eq = equal_tokens(RunRecord.of(a), RunRecord.of(b))
+    return None if eq is None or eq[1] is None or eq[2] is None else eq
 
 
 def main_reversible_trunk(df: pd.DataFrame, maxbatch: dict | None = None) -> str | None:
