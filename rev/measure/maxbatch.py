@@ -43,7 +43,7 @@ from ..core.streams import STREAMS
 from ..base.profiles import get_profile
 from ..base.files import write_json
 from .search import largest_fitting  # noqa: F401  (the search lives there; this module's name for it)
-from .probe import check_budget, cuda_budget, measure_config
+from .probe import CUDA_FRACTION, check_budget, cuda_budget, measure_config
 from .slicing import SlicePlan, measured_slices, planned_by_probes
 from ..base.units import MIB
 
@@ -121,7 +121,7 @@ def _search(desc: str, measure: Callable[[int], tuple[int | None, bool]], record
 
 
 def find_max_batch(cfg: GPTConfig, budget_bytes: int | None = None, device: str = "auto", precision: str = "auto",
-                   start: int = 1, limit: int = 1 << 16, progress: bool = True, cuda_fraction: float = 0.9,
+                   start: int = 1, limit: int = 1 << 16, progress: bool = True, cuda_fraction: float = CUDA_FRACTION,
                    guess: bool = False, max_probes: int | None = None, check_free: bool = True) -> MaxBatch:
     """Largest batch in [1, limit] whose measured step peak is <= budget (see module docstring), in at most
     `max_probes` measured probes when given (`largest_fitting`: then the largest batch that fitted). With `guess`,

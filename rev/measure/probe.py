@@ -117,7 +117,12 @@ def measure_config(cfg: GPTConfig, batch: int, device: torch.device, dtype, budg
 
 
 
-def cuda_budget(dev: torch.device, fraction: float = 0.9) -> int:
+# the share of what a GPU can give a step that a search or a slice plan takes: the rest is for fragmentation, memory
+# outside the caching allocator and other processes (`cuda_budget`)
+CUDA_FRACTION = 0.9
+
+
+def cuda_budget(dev: torch.device, fraction: float = CUDA_FRACTION) -> int:
     """`fraction` of what a CUDA device can give a new training step now: the driver's free memory plus what this
     process's caching allocator holds in reserve without using it (blocks freed by earlier probes or models; they
     serve new tensors before the driver is asked), and never more than the process's cap allows

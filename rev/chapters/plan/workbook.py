@@ -23,12 +23,12 @@ from ...measure.ledger import step_memory
 from ...base.profiles import Profile, ProfileLike, get_profile
 from ..assignment.sizes import chapter_sizes as assignment_sizes, max_batch_tokens
 from ...measure.search import largest_fitting
+from ...measure.probe import CUDA_FRACTION
 from ...measure.slicing import SlicePlan, plan_slices, planned_by_probes
 from ...training.loop import untimed_steps
 from .cost import Work, gpt_work
 from ...base.units import GIB
 
-CUDA_FRACTION = 0.9      # what `rev.measure.probe.cuda_budget` takes of a GPU's free memory
 
 
 @dataclass(frozen=True)
