@@ -2,7 +2,8 @@
 
 * `exercises` `check` and `markdown`, which every notebook's exercise and takeaway cells call, and the conventions
               of an exercise check;
-* `tables`    how every notebook shows a table (`tidy`, `format_number`) and a measured check (`checked`);
+* `tables`    how every notebook shows a table (`tidy`, `format_number`), a measured check (`checked`) and a
+              verdict table (`verdict_table`: claim, measured, bound, verdict);
 * `verdicts`  every verdict's one rule (03-10 and REPORT.md): a loss tie with its value and its source (`Tie`),
               the boundary inside the tie; speed verdicts only from interleaved timing (`Spread`), runs timed
               apart "not comparable"; "too noisy to tell"; whether the machine's speed changed during a run;

@@ -314,11 +314,14 @@ def curve_landmarks(run_dir: str | Path, summary: dict, smooth: int = 10) -> dic
 
 # --- the training step, shown where it is introduced (notebooks 04 and 05) ---------------------------------------
 
-def listing(obj) -> str:
-    """`obj`'s source as a Markdown code block, for a notebook to show the code it is about to run."""
+def listing(obj):
+    """`obj`'s source, highlighted, for a notebook to show library code it is about to run (an
+    `IPython.display.Code`: a cell's last expression shows it; `str()` gives the plain text)."""
     import inspect
 
-    return f"```python\n{inspect.getsource(obj).rstrip()}\n```"
+    from IPython.display import Code
+
+    return Code(inspect.getsource(obj).rstrip(), language="python")
 
 
 def one_step(cfg, prof: ProfileLike, data_dir: str | Path = "data", seed: int = 0) -> dict:

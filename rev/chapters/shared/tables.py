@@ -109,3 +109,12 @@ def checked(claim: str, holds: bool) -> str:
     """A measured claim as a reader's checklist line: `✓ claim` where it holds, `✗ claim: does not hold` where it
     does not, so a notebook states a check as a sentence rather than printing `claim: True` (a Python value)."""
     return f"✓ {claim}" if holds else f"✗ {claim}: does not hold"
+
+
+def verdict_table(rows: list[tuple[str, Any, str, bool | None]]) -> pd.DataFrame:
+    """A verdict table, one row per claim: (claim, measured, bound, holds). `measured` is a number (shown by
+    `format_number`) or text; `bound` says what the claim asks of it ("≤ 1e-6", "interval excludes 1");
+    `holds` None reads "not judged" (too few rounds, a tie), so the table can say each of the three outcomes."""
+    verdict = {True: "holds", False: "does not hold", None: "not judged"}
+    return pd.DataFrame([{"claim": c, "measured": format_number(m), "bound": b, "verdict": verdict[h]}
+                         for c, m, b, h in rows]).set_index("claim")

@@ -46,3 +46,16 @@ def test_checked_states_a_claim_as_a_sentence_either_way():
     assert checked("the loss fell", True) == "✓ the loss fell"
     assert checked("the loss fell", False) == "✗ the loss fell: does not hold"
     assert "True" not in checked("x", True) and "False" not in checked("x", False)
+
+
+def test_verdict_table_says_each_of_the_three_outcomes_and_formats_measured_numbers():
+    from rev.chapters.shared.tables import verdict_table
+
+    t = verdict_table([("error below the limit", 1.25e-7, "≤ 1e-6", True),
+                       ("loss within the tie", 0.0312, "≤ 0.02 nats", False),
+                       ("faster", 1.02, "interval excludes 1", None),
+                       ("tokens", 104448.0, "—", True)])
+    assert list(t.columns) == ["measured", "bound", "verdict"]
+    assert list(t["verdict"]) == ["holds", "does not hold", "not judged", "holds"]
+    assert t.loc["error below the limit", "measured"] == "1.250e-07"
+    assert t.loc["tokens", "measured"] == "104,448"
