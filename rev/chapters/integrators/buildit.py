@@ -337,8 +337,8 @@ def plot_drift(df: pd.DataFrame, ax=None, limit: float | None = None):
         ax.axhline(limit, color="k", ls=":", lw=1, label=f"trust limit {limit:g}")
     ax.axhline(floor, color="gray", lw=0.6)
     ax.text(df.depth.max(), floor * 1.6, "exactly 0 (drawn on the floor)", fontsize=8, color="gray", ha="right")
-    ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="relative error of the rebuilt input",
-           title="forward L layers, then invert them")
+    ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="relative rebuild error",
+           title="there and back")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return ax
@@ -383,8 +383,8 @@ def memory_slopes(df: pd.DataFrame, column: str = "activation_bytes") -> pd.Data
 def plot_memory(df: pd.DataFrame):
     """Two panels against depth: bytes kept for backward, and the measured peak of a forward + backward."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    titles = {"saved_bytes": "kept for backward (saved-tensor hooks)",
-              "activation_bytes": "peak of one forward + backward (rev.measure.memory)"}
+    titles = {"saved_bytes": "kept for backward",
+              "activation_bytes": "one step's peak"}
     for ax, (column, title) in zip(axes, titles.items()):
         for name, g in df.groupby("trunk", sort=False):
             ax.plot(g.depth, g[column] / MIB, "o-", color=COLORS.get(name), label=name)
