@@ -29,8 +29,7 @@ from ...training.checkpoint import load_model
 from ...base.files import write_json
 from ...base.profiles import ProfileLike
 from ..shared.results import BENCH_FILE
-from ..shared.runs import profile_dir, round_ratio
-from ..shared.verdicts import FALLBACK_TIE, Tie, loss_side_word, side_of_tie
+from ..shared.runs import profile_dir
 from ...base.units import MIB
 
 GRAD_AGREE = 1e-3   # gradients closer than this (relative) make the same step, to the rounding of a few steps
@@ -75,7 +74,7 @@ def _slicing(row: dict, batch: int | None = None) -> str:
     """How a bench row ran its batch: whole (no slice, or a slice at least the batch), or in slices of so many."""
     rows = row.get("batch_slice")
     whole = not rows or (batch is not None and rows >= batch)
-    return "the whole batch" if whole else f"slices of {rows} sequences"
+    return "whole batch" if whole else f"slices of {rows}"
 
 
 def three_arms(run1: dict, run2: dict, bench: dict, twin: dict) -> pd.DataFrame:
@@ -88,11 +87,10 @@ def three_arms(run1: dict, run2: dict, bench: dict, twin: dict) -> pd.DataFrame:
              "on run 2's weights")]
     sliced, whole = bench_row(bench, twin["trunk"]), bench_row(bench, twin["trunk"], whole=True)
     batch = bench.get("batch")
-    arms.append((f"reversible (run 2, {twin['trunk']}, {_slicing(sliced or {}, batch)})", sliced, "rebuilt",
+    arms.append((f"reversible (run 2, {twin['trunk']}), {_slicing(sliced or {}, batch)}", sliced, "rebuilt",
                  run2["final_val_loss"], "trained"))
     if whole is not None and whole is not sliced and _slicing(sliced or {}, batch) != _slicing(whole, batch):
-        arms.append((f"reversible, {_slicing(whole, batch)} as the twin", whole, "rebuilt", run2["final_val_loss"],
-                     "trained"))
+        arms.append((f"reversible, {_slicing(whole, batch)}", whole, "rebuilt", run2["final_val_loss"], "trained"))
     rows = []
     for arm, b, backward, val, how in arms:
         b = b or {}
@@ -100,40 +98,6 @@ def three_arms(run1: dict, run2: dict, bench: dict, twin: dict) -> pd.DataFrame:
                      "peak MiB": b.get("peak_bytes", math.nan) / MIB, "activations MiB":
                      b.get("activation_bytes", math.nan) / MIB, "tokens/s": b.get("tokens_per_s", math.nan)})
     return pd.DataFrame(rows).set_index("arm")
-
-
-def arms_finding(run1: dict, run2: dict, bench: dict, twin: dict, tie: Tie = FALLBACK_TIE) -> str:
-    """The two effects in words: the architecture's (stored twin against residual: loss one seed each against
-    `tie`, the same tie notebook 06 reads its single-seed gaps with; memory and speed from the bench) and the
-    backward's (reversible against the stored twin: loss and gradients on the same weights, memory and speed from
-    the bench, the reversible trunk on the whole batch as its stored twin runs it, so the slicing is not a second
-    cause), each speed with the bootstrap interval of its median round ratio."""
-    base, st = bench_row(bench, run1["trunk"]), bench_row(bench, twin["twin"])
-    rv = bench_row(bench, twin["trunk"], whole=True)
-    arch = twin["val_loss_stored"] - run1["final_val_loss"]
-    arch_loss = (f"a tie within {tie.text()}" if side_of_tie(arch, tie) == 0 else
-                 f"{loss_side_word(arch, tie)} by {abs(arch):.3f} nats, beyond the {tie.text()}")
-    lines = [f"**Architecture** ({twin['twin']} against residual, both storing activations): validation loss "
-             f"{twin['val_loss_stored']:.3f} against {run1['final_val_loss']:.3f}, {arch_loss} (one trained seed "
-             f"each: the twin's loss is run 2's weights' under stored autograd)."]
-    if base and st:
-        sp = round_ratio(st["step_times"], base["step_times"])
-        lines[-1] += (f" Bench, same batch: peak {st['peak_bytes'] / base['peak_bytes']:.2f}x, tokens/s "
-                      f"{sp.text()}.")
-    rev_loss = twin["val_loss_reversible"] - twin["val_loss_stored"]
-    err = twin["grad_rel_error"]
-    same = (f"within {GRAD_AGREE:g}: the memory-free backward changes what a step costs, not where it goes" if
-            err < GRAD_AGREE else f"more than {GRAD_AGREE:g}: the rebuilt activations are off enough to steer the "
-            f"steps, and run 2's loss is not the stored twin's")
-    apart = "identical, bit for bit" if rev_loss == 0 else f"{rev_loss:+.1e} nats apart"
-    lines.append(f"**Reversibility** ({twin['trunk']} against {twin['twin']}, same weights): validation loss "
-                 f"{apart}; gradients {err:.1e} apart (relative; cosine "
-                 f"{twin['grad_cosine']:.6f}), {same}.")
-    if st and rv:
-        sp = round_ratio(rv["step_times"], st["step_times"])
-        lines[-1] += (f" Bench, both on {_slicing(rv, bench.get('batch'))}: activations {rv['activation_bytes'] / st['activation_bytes']:.2f}x "
-                      f"and peak {rv['peak_bytes'] / st['peak_bytes']:.2f}x the stored twin's; tokens/s {sp.text()}.")
-    return "\n".join(f"- {line}" for line in lines)
 
 
 def save_bench(profile: ProfileLike, results: str | Path, bench: dict) -> Path:

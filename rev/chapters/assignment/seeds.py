@@ -14,8 +14,11 @@ are trained again at seeds 1 .. n-1 (`sizes.ChapterSizes.seeds`; seed 0 is the m
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -25,7 +28,7 @@ from ...measure.stats import LEVEL, mean_interval, t_quantile
 from ..shared.results import SEEDS_FILE  # under results/<profile>/: the losses, the effect's interval, the seed tie
 from .sizes import chapter_sizes
 from ..shared.runs import finished_run, profile_dir, train_run
-from ..shared.verdicts import FALLBACK_TIE, HIGHER, LOWER, interval_side, seed_tie
+from ..shared.verdicts import HIGHER, LOWER, interval_side, seed_tie
 
 SEEDS_DIR = "seeds"          # under results/<profile>/: the replicas, one folder per run and seed
 ARMS = {"run1_baseline": "baseline", "run2_reversible_same_batch": "reversible"}
@@ -38,9 +41,12 @@ def replica_name(run: str, seed: int) -> str:
 
 
 def train_replicas(profile: ProfileLike, results: str | Path, data_dir: str | Path, chosen: dict,
-                   progress: bool = True) -> dict[str, list[dict]]:
+                   progress: bool = True, on_done: Callable[[str, int, dict], None] | None = None
+                   ) -> dict[str, list[dict]]:
     """Runs 1 and 2 at every seed the profile asks for ({run: [summary per seed, seed 0 first]}): seed 0 is read
-    from the main runs, the others are trained (or reused when an earlier execution finished them)."""
+    from the main runs, the others are trained (or reused when an earlier execution finished them);
+    `on_done(run, seed, summary)` is called as each replica finishes. What `train` prints for a replica (its
+    batch slicing, a reused run's folder) is what it printed for the main run already, so it is not shown again."""
     prof = get_profile(profile)
     if chapter_sizes(prof).seeds < 1:
         raise ValueError(f"profile {prof.name!r} has seeds={chapter_sizes(prof).seeds}: it needs at least 1 (the main runs)")
@@ -52,8 +58,13 @@ def train_replicas(profile: ProfileLike, results: str | Path, data_dir: str | Pa
             raise FileNotFoundError(f"{run} has not finished under {profile_dir(results, prof)}: run notebooks 04 and "
                                     f"05 first (the replicas repeat it at other seeds)")
         # a replica is read only for its final validation loss: evaluated once, at its last step (5% of its time)
-        out[run] = [main] + [train_run(replica_name(run, s), prof, results, data_dir, seed=s, progress=progress,
-                                       eval_every=FINAL_ONLY, **kw) for s in range(1, chapter_sizes(prof).seeds)]
+        out[run] = [main]
+        for seed in range(1, chapter_sizes(prof).seeds):
+            with contextlib.redirect_stdout(io.StringIO()):
+                out[run].append(train_run(replica_name(run, seed), prof, results, data_dir, seed=seed,
+                                          progress=progress, eval_every=FINAL_ONLY, **kw))
+            if on_done is not None:
+                on_done(run, seed, out[run][-1])
     return out
 
 
@@ -118,30 +129,6 @@ def seeds_reading(spread: dict | None) -> str | None:
     return (f"over the {spread['verdict_seeds']} seeds other than seed {spread['selected_seed']} (the screening's, "
             f"which picked the trunk) the mean difference is {spread['verdict_mean']:+.3f} nats "
             f"({spread['level']:.0%} t interval {spread['diff_lo']:+.3f} to {spread['diff_hi']:+.3f}): {held}")
-
-
-def spread_finding(spread: dict) -> str:
-    """What the seeds say, in words: the effect with its interval and whether it holds on every seed, the spread of
-    one run, and the tie it implies beside the stated fallback tie (`verdicts.FALLBACK_TIE`)."""
-    n, d = spread["seeds"], spread["diff"]
-    per_seed = ", ".join(f"{x:+.3f}" for x in d)
-    if n < 2:
-        return (f"One seed only (this profile trains runs 1 and 2 once): run 2 - run 1 = {d[0]:+.3f} nats is a "
-                f"single-seed difference, with no measured spread to call it a win or a tie.")
-    reading = seeds_reading(spread) or (
-        f"seed {spread['selected_seed']} is the screening's (the trunk was picked on its short run, so its gap is "
-        f"the selected draw) and {spread['verdict_seeds']} other seed cannot give an interval: no verdict on the "
-        f"effect")
-    effect = (f"Run 2 - run 1, per seed {per_seed}: {reading}"
-              + ("" if spread["same_sign"] else "; the sign changes from seed to seed") + ".")
-    measured = seed_tie(spread)
-    wider = measured.wider_than(FALLBACK_TIE)
-    tie = (f"One run's final loss moves by sigma = {spread['sd']:.3f} nats from seed to seed (pooled over both arms), "
-           f"so two single-seed runs differ by up to {measured.nats:.3f} nats by chance alone ({spread['level']:.0%}): "
-           f"that is the tie margin the report applies to its single-seed verdicts. The screening's fixed tie of "
-           f"{FALLBACK_TIE.nats:g} nats is {'narrower' if wider else 'wider'} than this"
-           + (", so a screening gap it calls a win can be seed noise at the full budget." if wider else "."))
-    return f"- {effect}\n- {tie}"
 
 
 def plot_seeds(spread: dict):

@@ -78,7 +78,9 @@ def summary_table(summaries: list[dict]):
     df = pd.DataFrame([{k: s.get(k) for k in SUMMARY_COLUMNS} for s in summaries]).set_index("run")
     df["peak_MiB"] = df.pop("peak_memory_bytes") / MIB
     speeds = [run_speed(s) for s in summaries]
-    df = df.rename(columns={"tokens_per_s": "tokens/s (overall)", "wall_s": "wall seconds"})
+    # the summary's final train loss is a mean over the run's last tenth of steps, not its last step's loss
+    df = df.rename(columns={"tokens_per_s": "tokens/s (overall)", "wall_s": "wall seconds",
+                            "final_train_loss": "train loss (mean, last 10% of steps)"})
     df.insert(df.columns.get_loc("tokens/s (overall)") + 1, "tokens/s per step: median (quartiles)",
               [f"{sp.value:,.0f} ({sp.lo:,.0f}-{sp.hi:,.0f})" if sp else "no log" for sp in speeds])
     return df
@@ -322,26 +324,3 @@ def listing(obj):
     from IPython.display import Code
 
     return Code(inspect.getsource(obj).rstrip(), language="python")
-
-
-def one_step(cfg, prof: ProfileLike, data_dir: str | Path = "data", seed: int = 0) -> dict:
-    """One `train_step` by hand on a fresh model `cfg` (seeded, so two trunks start from the same weights) and the
-    profile's first training batch, at the profile's peak learning rate: the loss before and after the update on
-    that batch and the gradient norm before clipping."""
-    import torch
-
-    from ...core.model import GPT
-    from ...core.optim import adamw
-    from ...core.step import train_step
-    from ...training.loop import ensure_data
-
-    prof = get_profile(prof)
-    data = ensure_data(prof, Path(data_dir), progress=False)
-    x, y = data.get_batch("train", prof.batch_size, cfg.seq_len, torch.Generator().manual_seed(seed))
-    torch.manual_seed(seed)
-    model = GPT(cfg)
-    opt = adamw(model, prof.lr, prof.weight_decay)
-    loss, norm = train_step(model, opt, x, y, clip=prof.grad_clip)
-    with torch.no_grad():
-        after = model(x, y)
-    return {"trunk": cfg.trunk, "loss before": float(loss), "loss after": float(after), "gradient norm": float(norm)}

@@ -1,7 +1,8 @@
-"""Notebook 04's words follow its run (rev.chapters.assignment.baseline): exercise 04.2's verdict respects the spread of the
-timings, and the takeaways and readings say the opposite when a run's log or summary does."""
+"""Notebook 04's clock (rev.chapters.assignment.baseline): exercise 04.2's verdict respects the spread of the
+timings, and the readings of a run's log say the opposite when the log does."""
 from __future__ import annotations
 
+import math
 import statistics
 
 import matplotlib
@@ -11,6 +12,7 @@ matplotlib.use("Agg")
 
 from rev.chapters.assignment import baseline  # noqa: E402
 from rev.chapters.assignment.exercises import check_compare_speeds  # noqa: E402
+from rev.chapters.shared.verdicts import Spread, machine_drift  # noqa: E402
 
 
 def _run(tmp_path, speeds: list[float], final_val: float = 5.0, unigram: float = 5.2) -> dict:
@@ -52,24 +54,23 @@ def test_compare_speeds_and_its_check():
         check_compare_speeds(lambda a, b: "same")
 
 
-def test_takeaways_say_noise_or_drift_as_the_log_does(tmp_path):
+def test_the_clock_readings_tell_noise_from_a_drift(tmp_path):
+    """What notebook 04's clock table reads from a log: noise from step to step moves neither the halves nor the
+    windows; a machine that halves its speed half-way moves both."""
     steady = [1000, 1010, 990, 1005, 995, 1002, 998, 1001, 999, 1003, 997, 1000] * 2
     noisy = [500, 1500, 900, 1100, 700, 1300, 800, 1200, 1000, 600, 1400, 1000] * 2
-    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     run = _run(tmp_path / "a", noisy)
-    text = baseline.baseline_takeaways(run, baseline.speed_halves(run))
-    assert "too noisy to tell on this machine which half was faster" in text and "No change this run's clock" in text
-    assert "Runs are compared by speed only when interleaved" in text and "95% bootstrap interval" in text
-    assert "quartiles" in text and "tokens/s" in text
+    assert baseline.compare_speeds(*baseline.speed_halves(run)) == baseline.TOO_NOISY
+    assert not machine_drift(baseline.timed_steps(run)).changed
     drifting = _run(tmp_path / "b", steady[:12] + [s / 2 for s in steady[12:]])
-    text = baseline.baseline_takeaways(drifting, baseline.speed_halves(drifting))
-    assert "the second half was slower" in text and "The machine's speed changed within this one run" in text
-    assert "no speed verdict is drawn between runs timed apart" in text
-    # the loss line follows the summary: above the context-free line, it says so
-    worse = _run(tmp_path / "c", steady, final_val=5.4, unigram=5.2)
-    text = baseline.baseline_takeaways(worse, baseline.speed_halves(worse))
-    assert "0.200 nats above the context-free line" in text and "uses context" not in text
-    assert "uses context" in baseline.baseline_takeaways(run)
+    assert baseline.compare_speeds(*baseline.speed_halves(drifting)) == baseline.FASTER
+    assert machine_drift(baseline.timed_steps(drifting)).changed
+
+
+def test_spread_share_is_the_quartile_width_over_the_median():
+    assert baseline.spread_share(Spread(1000.0, 900.0, 1100.0, 10, "quartiles")) == pytest.approx(0.2)
+    assert math.isnan(baseline.spread_share(Spread(0.0, 0.0, 0.0, 10, "quartiles")))
 
 
 def test_halves_leave_out_the_warm_up_steps(tmp_path):
@@ -81,14 +82,3 @@ def test_halves_leave_out_the_warm_up_steps(tmp_path):
     fig = baseline.plot_step_speeds(run)
     assert fig is not None and len(fig.axes) == 1
     matplotlib.pyplot.close(fig)
-
-
-def test_curve_reading_follows_the_landmarks():
-    marks = {"first training loss": 6.25, "uniform guess (ln V)": 6.238, "context-free (unigram)": 5.19,
-             "final validation loss": 5.11, "tokens to the context-free line": 27648}
-    text = baseline.curve_reading(marks, tokens=40960)
-    assert "close to ln V" in text and "after 27,648 tokens (68% of the run)" in text and "uses context" in text
-    stalled = dict(marks, **{"first training loss": 7.5, "final validation loss": 5.3,
-                             "tokens to the context-free line": None})
-    text = baseline.curve_reading(stalled, tokens=40960)
-    assert "far from ln V" in text and "never went below" in text and "not learnt more than token counts" in text

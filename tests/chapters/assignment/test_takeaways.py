@@ -1,6 +1,6 @@
-"""Notebooks 05 and 06 say what their outputs show: their takeaway and finding builders, run on results that
-contradict each other's usual story (a slower or faster reversible step, a gap inside the timing's spread, a deep
-run that loses, a loss spike, a larger batch that loses), must say something different each time.
+"""Notebook 06 says what its outputs show: its takeaway and finding builders, run on results that contradict
+each other's usual story (a gap inside the timing's spread, a deep run that loses, a loss spike, a larger batch
+that loses), must say something different each time.
 
 Run folders are written as `rev.training.loop` leaves them (summary.json, log.csv with the 0-based step index),
 without training.
@@ -19,7 +19,7 @@ from rev.chapters.shared.results import load_runs, max_batch_views, view_gaps
 from rev.chapters.shared.run_log import val_loss_after_steps
 from rev.chapters.shared.runs import loss_spikes, run_dir_of, run_speed, speed_ratio_between, summary_table
 from rev.chapters.shared.tables import tidy
-from rev.chapters.shared.verdicts import FALLBACK_TIE, TIMED_APART, TOO_NOISY, Tie, speed_verdict, speed_words
+from rev.chapters.shared.verdicts import FALLBACK_TIE, TIMED_APART, Tie, speed_verdict, speed_words
 from rev.core.model import GPTConfig
 from rev.core.reversible import RECON_LIMIT
 from rev.measure.maxbatch import MaxDepth
@@ -53,85 +53,6 @@ def make_run(root: Path, name: str, trunk: str = "reveuler_rev", batch: int = 8,
                "model_config": mc, "config": {"out_dir": str(folder)}, "device": "CPU"}
     (folder / "summary.json").write_text(json.dumps(summary))
     return summary
-
-
-def bench(base_times: list[float], rev_times: list[float], twin_times: list[float] | None = None) -> dict:
-    """An interleaved bench: residual, the reversible trunk and (where given) its stored twin, round by round."""
-    twin = [] if twin_times is None else [{"trunk": "reveuler", "head": "fused", "step_times": twin_times}]
-    return {"runs": [{"trunk": "residual", "head": "fused", "step_times": base_times},
-                     {"trunk": "reveuler_rev", "head": "fused", "step_times": rev_times}] + twin}
-
-
-# --- notebook 05 ------------------------------------------------------------------------------------------
-
-def test_the_speed_verdict_follows_the_bench_and_its_spread(tmp_path):
-    run1 = make_run(tmp_path, "run1_baseline", "residual", val=5.0, tps=1000.0, peak_mib=8)
-    run2 = make_run(tmp_path, "run2_reversible_same_batch", val=5.0, tps=460.0, peak_mib=5)
-    slower = T.same_batch_speed(0.8, bench([1.0] * 9, [1.2, 1.25, 1.3] * 3), "reveuler_rev", run1, run2)
-    faster = T.same_batch_speed(0.8, bench([1.0] * 9, [0.4] * 9), "reveuler_rev", run1, run2)
-    noisy = T.same_batch_speed(0.8, bench([1.0] * 9, [0.5, 2.0] * 4 + [1.0]), "reveuler_rev", run1, run2)
-    texts = {k: T.speed_finding(v) for k, v in (("slower", slower), ("faster", faster), ("noisy", noisy))}
-    assert "the reversible step was slower than the residual one" in texts["slower"]
-    # no twin timed: the prediction is read against the residual, and the text says what that mixes in
-    assert "lies inside the interval: the cost model holds" in texts["slower"]       # rounds 0.77-0.83 hold 0.8
-    assert "mixes the architecture into the prediction's test" in texts["slower"]
-    assert "was faster than the residual one" in texts["faster"] and "above 1" in texts["faster"]
-    assert TOO_NOISY in texts["noisy"] and "slower than" not in texts["noisy"]
-    # the training runs (0.46) are shown, never judged: timed apart
-    for text in texts.values():
-        assert f"The training runs: 0.46 (ratio of median steps, timed apart): {TIMED_APART}" in text
-    assert len(set(texts.values())) == 3
-    assert "converts" not in texts["slower"]           # an fp32 stream converts nothing
-
-
-def test_the_prediction_is_read_against_the_stored_twin_not_the_residual(tmp_path):
-    """The cost model predicts reversible / stored twin. A bench where the twin is itself slower than the
-    residual (the architecture's cost) puts reversible / residual at 0.6 and reversible / twin at 0.8: the
-    prediction 0.8 holds against the twin and would fail against the residual."""
-    run1 = make_run(tmp_path, "run1_baseline", "residual", val=5.0, tps=1000.0, peak_mib=8)
-    run2 = make_run(tmp_path, "run2_reversible_same_batch", val=5.0, tps=460.0, peak_mib=5)
-    rounds = bench([1.0, 1.01, 0.99] * 3, [1 / 0.6, 1.01 / 0.6, 0.99 / 0.6] * 3, [0.8 / 0.6] * 9)
-    speed = T.same_batch_speed(0.8, rounds, "reveuler_rev", run1, run2)
-    assert speed.twin.value == pytest.approx(0.8) and speed.bench.value == pytest.approx(0.6)
-    text = T.speed_finding(speed)
-    twin_line, residual_line = (line for line in text.splitlines() if line.startswith("- Interleaved bench"))
-    assert "against its stored twin" in twin_line and "the cost model holds" in twin_line
-    assert "prediction" not in residual_line and "was slower than the residual one" in residual_line
-    table = T.speed_table(speed)
-    assert table.loc["bench: reversible / stored twin", "verdict"] == "slower"
-    assert table.loc["training runs: run 2 / run 1", "verdict"] == TIMED_APART
-    on_fixed = T.SameBatchSpeed(0.95, speed.bench, speed.runs, "fixed", speed.twin)   # 0.8 lies below 0.95
-    assert "converts each block's input from its fixed stream" in T.speed_finding(on_fixed)
-
-
-def test_same_batch_takeaways_change_with_speed_and_loss(tmp_path):
-    run1 = make_run(tmp_path, "run1_baseline", "residual", val=5.0, tps=1000.0, peak_mib=8)
-    lost = make_run(tmp_path / "a", "run2_reversible_same_batch", val=5.2, tps=460.0, peak_mib=5)
-    won = make_run(tmp_path / "b", "run2_reversible_same_batch", val=4.8, tps=1500.0, peak_mib=5)
-    slow = T.same_batch_speed(0.8, bench([1.0] * 9, [1.3] * 9), "reveuler_rev", run1, lost)
-    text_lost = T.same_batch_takeaways(run1, lost, slow)
-    text_won = T.same_batch_takeaways(run1, won, T.same_batch_speed(0.8, bench([1.0] * 9, [0.7] * 9),
-                                                                   "reveuler_rev", run1, won))
-    assert "the reversible trunk lost by 0.200 nats" in text_lost and "won by 0.200 nats" in text_won
-    assert "was slower than" in text_lost and "was faster than" in text_won
-    assert f"The training runs' own ratio is {TIMED_APART}" in text_lost
-    # the loss gap is attributed to the architecture, with the stored twin named; slicing is said when it ran
-    assert "one seed each" in text_lost and "not the memory-free backward's" in text_lost
-    assert "the stored reveuler would train to the same loss" in text_lost and "slices" not in text_lost
-    # over seeds, the interval decides, not the single-seed gap against the fixed tie
-    spread = {"seeds": 3, "level": 0.95, "diff_mean": 0.05, "verdict_mean": 0.04, "verdict_seeds": 2,
-              "selected_seed": 0, "diff_lo": -0.02, "diff_hi": 0.12}
-    seeded = T.same_batch_takeaways(run1, lost, slow, spread=spread)
-    assert "lost by" not in seeded and "on seed 0; over the 2 seeds other than seed 0" in seeded
-    assert "the interval holds 0" in seeded
-    assert "no gap to attribute" in seeded and "This gap is the architecture's" not in seeded
-    sliced = T.same_batch_takeaways(run1, lost | {"batch_slicing": {"slices": 2, "described": "2 slices of 4 sequences"}})
-    assert "ran the batch as 2 slices of 4 sequences" in sliced and "below 1/2" in sliced
-    # no bench: no speed verdict at all, the runs being timed apart
-    alone = T.same_batch_takeaways(run1, lost, T.same_batch_speed(0.8, None, "reveuler_rev", run1, lost))
-    assert f"the training runs are {TIMED_APART}: no speed verdict" in alone and "slower" not in alone
-    tie = make_run(tmp_path / "c", "run2_reversible_same_batch", val=5.01, tps=[300.0, 3000.0] * 20)
-    assert "a tie" in T.same_batch_takeaways(run1, tie)
 
 
 # --- notebook 06 ------------------------------------------------------------------------------------------
