@@ -135,6 +135,7 @@ def test_calibration_uses_held_out_seeds_only():
     assert cal.seed.min() >= L.CALIB_OFFSET > _SMALL.seeds
     assert cal.delta.min() <= th["tau_rank"] <= cal.delta.max()
     assert th["tau_warn"] > th["tau_rank"] > th["tau_safe"] and th["tau_grad"] > cal.local_defect.max()
+    assert cal.attrs["cos_target"] == L.COS_GOOD == 0.98          # the note's bound ("above 0.98"), not another
 
 
 def test_compare_pairs_both_arms_with_one_fixed_rank_and_measured_peaks():
