@@ -1,5 +1,5 @@
 """Notebook 09b (adaptive rank): the controller against fixed rank and fixed spacing at equal measured peak
-memory, over paired seeds, with an exact paired test, the figure, the table and the computed takeaways.
+memory, over paired seeds, with an exact paired test, the figure and the tables (the notebook writes the words).
 
 * `calibrate` picks the thresholds on held-out seeds (`CALIB_OFFSET + i`, never a test seed): tau_rank is the
   median defect at the smallest rank whose gradient reaches cosine `cos_target` against the dense reference
@@ -25,15 +25,12 @@ import pandas as pd
 
 from ...measure.stats import mean_interval
 from ..shared.palette import ARMS
-from ..shared.tables import counted
-from ..shared.verdicts import interval_side, side_of_tie, within_tie
+from ..shared.verdicts import interval_side, side_of_tie
 from .controller import RankController
 from .experiment import gradient_fidelity, make_digits, new_model, step_peak_bytes
-from .sizes import LowRankSizes, chapter_sizes
+from .sizes import LowRankSizes
 from .training import seed_data, train_arm
 
-PUBLISHED = ("the idea's own check: the controller used 97 checkpoints and mean rank 8.9 against 13 and rank 5 "
-             "for fixed control, for a tiny reduction in defect; 6/8 paired wins, p = 0.17 (inconclusive)")
 CALIB_OFFSET = 1000
 TAU_SVD = 1e-3  # the idea's own value for the rho rule
 COS_SLACK = 0.01  # calibration: a gradient cosine this close to the best reachable counts as reaching it
@@ -43,6 +40,7 @@ TIE = 0.01  # decades of gradient error (2%): closer than this, the two arms com
 # fixed) lies above -ACC_MARGIN, i.e. the controller may be worse by less than two points of accuracy, not more.
 COS_GOOD = 0.98
 ACC_MARGIN = 0.02
+PEAK_MATCH = 0.05   # two arms' mean peaks within 5% count as equal memory
 
 
 def paired_sign_flip(diffs) -> float:
@@ -57,7 +55,7 @@ def _ranks(sz: LowRankSizes) -> list[int]:
     return sorted(set(range(sz.rank0, sz.rank_cap + 1, sz.rank_step)) | {sz.rank_cap})
 
 
-def calibrate(sz: LowRankSizes, spacing: int, cos_target: float = 0.99) -> tuple[dict, pd.DataFrame]:
+def calibrate(sz: LowRankSizes, spacing: int, cos_target: float = COS_GOOD) -> tuple[dict, pd.DataFrame]:
     """Thresholds from held-out seeds (see the module docstring), and the calibration table (seed, rank, delta,
     rho, gradient cosine, largest local reversal error)."""
     rows = []
@@ -79,20 +77,6 @@ def calibrate(sz: LowRankSizes, spacing: int, cos_target: float = 0.99) -> tuple
     cal.attrs.update(cos_target=cos_target, seeds_reaching_target=reached, seeds=int(cal.seed.nunique()))
     return dict(tau_warn=4 * tau_rank, tau_safe=tau_rank / 4, tau_rank=tau_rank, tau_svd=TAU_SVD,
                 tau_grad=10 * float(cal.local_defect.max())), cal
-
-
-def calibration_rule(cal: pd.DataFrame) -> str:
-    """Which rule set tau_rank, from `calibrate`'s table: the note's (the smallest rank whose gradient cosine reaches
-    the target), or, on the seeds where no allowed rank reached it, the fallback (within COS_SLACK of the best)."""
-    n, seeds, target = cal.attrs["seeds_reaching_target"], cal.attrs["seeds"], cal.attrs["cos_target"]
-    if n == seeds:
-        return (f"tau_rank follows the note's rule on all {seeds} calibration seeds: the smallest rank whose "
-                f"gradient cosine reaches {target:g}.")
-    best = cal.groupby("seed").grad_cos.max()
-    return (f"The note's rule (the smallest rank whose gradient cosine reaches {target:g}) applies on {n} of {seeds} "
-            f"calibration seeds: on the others no allowed rank gets there (best cosines {best.min():.4f} to "
-            f"{best.max():.4f}), so tau_rank comes from the fallback there: the smallest rank within "
-            f"COS_SLACK = {COS_SLACK:g} of the best cosine that seed reaches.")
 
 
 def _controller(sz: LowRankSizes, th: dict, spacing0: int, T: int, rule: str) -> RankController:
@@ -145,9 +129,8 @@ def compare(sz: LowRankSizes, spacing0: int, th: dict, rule: str = "corrected", 
         logs[seed, "fixed"] = cache[key]["log"]
         if progress:
             c = rows[seed]
-            print(f"seed {seed}: controller mean rank {c['rank']:.1f} (start {c['rank_start']}, specified rule "
-                  f"{c['rank_specified']}), spacing {c['spacing']}, accuracy {c['accuracy']:.3f}; fixed rank "
-                  f"{fixed_rank} spacing {spacing0}, accuracy {rows[-1]['accuracy']:.3f}")
+            print(f"seed {seed}: controller rank {c['rank']:.1f}, accuracy {c['accuracy']:.3f}; "
+                  f"fixed rank {fixed_rank}, {rows[-1]['accuracy']:.3f}")
     table = pd.DataFrame(rows)
     table.attrs["logs"] = logs
     table.attrs["rank_cap"] = sz.rank_cap   # the controller's own cap: a fixed arm there cannot be exceeded
@@ -188,23 +171,7 @@ def verdict(table: pd.DataFrame) -> dict:
     return out
 
 
-# the verdict's rows in words (c: the controller's arm, f: the fixed arm; p: the exact sign-flip p-value)
-VERDICT_ROWS = {"seeds": "paired seeds", "wins": "gradient error: controller wins", "losses": "gradient error: losses",
-                "p": "gradient error: p", "acc_c": "accuracy, controller", "acc_f": "accuracy, fixed",
-                "acc_p": "accuracy: p", "var_c": "loss variance, controller", "var_f": "loss variance, fixed",
-                "var_p": "loss variance: p", "loss_c": "final loss, controller", "loss_f": "final loss, fixed",
-                "loss_p": "final loss: p", "rank_c": "mean rank, controller", "rank_f": "mean rank, fixed",
-                "kept_c": "kept states, controller", "kept_f": "kept states, fixed",
-                "peak_ratio": "peak memory, controller / fixed", "cos_c": "gradient cosine, controller",
-                "cos_f": "gradient cosine, fixed", "reloads": "reloads"}
 VERDICT_FILE = "lowrank/verdict.json"
-
-
-def verdict_table(tables: dict) -> pd.DataFrame:
-    """The verdicts side by side, one column per comparison (e.g. per initial spacing C), the headline rows first,
-    each row named in words (`VERDICT_ROWS`)."""
-    return pd.DataFrame({name: verdict(t) for name, t in tables.items()}).loc[list(VERDICT_ROWS)].rename(
-        index=VERDICT_ROWS)
 
 
 def _plain(x):
@@ -246,8 +213,8 @@ def comparison_figure(table: pd.DataFrame):
     for s in c.index:
         axes[0].semilogy([0, 1], [f.grad_rel_err[s], c.grad_rel_err[s]], "o-", color="gray", alpha=0.6)
         axes[1].plot([0, 1], [f.accuracy[s], c.accuracy[s]], "o-", color="gray", alpha=0.6)
-    axes[0].set(ylabel="|g - g_dense| / |g_dense|", title="gradient error (mean of checks)")
-    axes[1].set(ylabel="accuracy", title="held-out accuracy after training")
+    axes[0].set(ylabel="|g - g_dense| / |g_dense|", title="gradient error")
+    axes[1].set(ylabel="accuracy", title="held-out accuracy")
     for ax in axes[:2]:
         ax.set(xticks=[0, 1], xticklabels=["fixed", "controller"], xlim=(-0.3, 1.3))
     logs = table.attrs.get("logs", {})
@@ -257,55 +224,17 @@ def comparison_figure(table: pd.DataFrame):
         if len(curves):
             axes[2].plot(curves.mean(0), color=colour[arm], label=arm)
             axes[2].fill_between(range(curves.shape[1]), curves.min(0), curves.max(0), color=colour[arm], alpha=0.15)
-    axes[2].set(xlabel="step", ylabel="training loss", title="training (mean, range over seeds)")
+    axes[2].set(xlabel="step", ylabel="training loss", title="training loss")
     axes[2].legend(fontsize=8)
     axes[3].scatter(c["rank"], c.peak_bytes / 1e6, color=colour["controller"], label="controller (per seed)")
     axes[3].axhline(f.peak_bytes.mean() / 1e6, color=colour["fixed"], label=f"fixed, rank {int(f['rank'].iloc[0])}")
     axes[3].axhline(c.peak_bytes.mean() / 1e6, color=colour["controller"], ls="--", label="controller mean")
-    axes[3].set(xlabel="mean rank", ylabel="measured peak (MB)", title="peak memory of one gradient")
+    axes[3].set(xlabel="mean rank", ylabel="measured peak (MB)", title="peak memory")
     axes[3].legend(fontsize=8)
     for ax in axes:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
-
-
-def _word(wins: int, losses: int, p: float, what: str) -> str:
-    if p < 0.05 and wins != losses:
-        return f"{'the controller' if wins > losses else 'fixed control'} {what}, and the paired test says so"
-    return "the paired test separates neither arm"
-
-
-PEAK_MATCH = 0.05   # two arms' mean peaks within 5% count as equal memory
-
-
-def _verdict_line(name: str, v: dict) -> str:
-    ties = lambda w, lo: v["seeds"] - w - lo  # noqa: E731
-    r = v["peak_ratio"]
-    memory = ("equal mean measured peak" if within_tie(r - 1, PEAK_MATCH) else
-              f"mean measured peak not matched: the {'fixed arm' if r < 1 else 'controller'} had "
-              f"{abs(1 / r - 1) if r < 1 else r - 1:.0%} more")
-    return (f"* {name}, {v['seeds']} paired seeds, {memory} (controller/fixed {v['peak_ratio']:.2f}; "
-            f"its largest seed {v['peak_ratio_max']:.2f}): controller mean rank {v['rank_c']:.1f} and "
-            f"{v['kept_c']:.1f} kept states, fixed rank {v['rank_f']:.1f} and {v['kept_f']:.1f}; gradient cosine "
-            f"{v['cos_c']:.3f} vs {v['cos_f']:.3f}. On gradient error the controller wins {v['wins']}, loses "
-            f"{v['losses']}, ties {ties(v['wins'], v['losses'])} (exact sign-flip p = {v['p']:.3f}): "
-            f"{_word(v['wins'], v['losses'], v['p'], 'is closer to the dense gradient')}. After training, held-out "
-            f"accuracy {v['acc_c']:.3f} vs {v['acc_f']:.3f} ({v['acc_wins']}/{v['acc_losses']}/"
-            f"{ties(v['acc_wins'], v['acc_losses'])} wins/losses/ties, p = {v['acc_p']:.3f}: "
-            f"{_word(v['acc_wins'], v['acc_losses'], v['acc_p'], 'classifies better')}); loss variance over the "
-            f"second half {v['var_c']:.3g} vs {v['var_f']:.3g} (p = {v['var_p']:.3f}); final loss {v['loss_c']:.3f} "
-            f"vs {v['loss_f']:.3f} (p = {v['loss_p']:.3f})." + _cap_caveat(v))
-
-
-def _cap_caveat(v: dict) -> str:
-    """When the fixed arm sits at the controller's own rank cap, the controller can only match or undercut its
-    rank: it could tie or lose on gradient error, never win, so the comparison cannot say adaptivity helps."""
-    if not v.get("fixed_at_cap"):
-        return ""
-    return (" The fixed arm sits at the controller's own rank cap: the controller could only match or undercut its "
-            "rank, so it could tie or lose on gradient error but never win; these seeds cannot say whether "
-            "adaptivity helps.")
 
 
 def success_criterion(table: pd.DataFrame) -> dict:
@@ -316,118 +245,8 @@ def success_criterion(table: pd.DataFrame) -> dict:
     diff = (c.accuracy - f.accuracy).to_numpy()
     mean, lo, hi = mean_interval(diff) if len(diff) > 1 else (float(diff.mean()), -math.inf, math.inf)
     out = {"seeds": len(diff), "rank_c": float(c["rank"].mean()), "rank_f": float(f["rank"].mean()),
-           "acc_diff": mean, "acc_lo": lo, "acc_hi": hi, "cos_min": float(c.grad_cos.min())}
+           "acc_diff": mean, "acc_lo": lo, "acc_hi": hi, "cos_min": float(c.grad_cos.min()),
+           "cos_min_f": float(f.grad_cos.min())}  # the fixed arm's too: the bound may be out of reach for both
     out |= {"lower_rank": out["rank_c"] < out["rank_f"], "non_inferior": interval_side(lo, hi, -ACC_MARGIN) > 0,
             "cosine_ok": out["cos_min"] > COS_GOOD}
     return out | {"met": out["lower_rank"] and out["non_inferior"] and out["cosine_ok"]}
-
-
-def success_line(s: dict) -> str:
-    """`success_criterion` in one sentence, each part with its number."""
-    parts = [f"mean rank {s['rank_c']:.1f} against {s['rank_f']:.1f} ({'lower' if s['lower_rank'] else 'not lower'})",
-             f"accuracy {s['acc_diff']:+.3f} (95% t interval {s['acc_lo']:+.3f} to {s['acc_hi']:+.3f} over "
-             f"{counted(s['seeds'], 'paired seed')}: "
-             + ("non-inferior, the interval stays above" if s["non_inferior"] else "not shown non-inferior, the "
-                "interval reaches below") + f" -{ACC_MARGIN:g})",
-             f"lowest gradient cosine {s['cos_min']:.3f} ({'above' if s['cosine_ok'] else 'not above'} {COS_GOOD:g})"]
-    return (f"* Against the idea's own success criterion (lower mean rank at similar accuracy, gradient cosine above "
-            f"{COS_GOOD:g}): " + "; ".join(parts) + (": **met**." if s["met"] else ": **not met**."))
-
-
-def outlier_seeds(table: pd.DataFrame, column: str = "final_loss", factor: float = 3.0) -> list[tuple[str, int, float, float]]:
-    """(arm, seed, value, median of the arm's other seeds) for each seed whose `column` exceeds `factor` times the
-    median of its arm's other seeds: the seeds an arm's mean +- spread is made of."""
-    out = []
-    for arm, t in table.groupby("arm"):
-        for seed, x in t.set_index("seed")[column].items():
-            rest = t[t.seed != seed][column]
-            if len(rest) and x > factor * rest.median():
-                out.append((arm, int(seed), float(x), float(rest.median())))
-    return out
-
-
-def outlier_line(table: pd.DataFrame) -> str | None:
-    """The seeds that carry an arm's spread of final loss, in words; None when there are none."""
-    found = outlier_seeds(table)
-    if not found:
-        return None
-    said = "; ".join(f"the {arm} arm's seed {seed} ended at loss {x:.3f} against a median of {m:.3f} on its other "
-                     f"seeds" for arm, seed, x, m in found)
-    return (f"* Spread of the final loss: {said}. Such a seed makes that arm's mean and standard deviation of the loss "
-            f"(summary table) a statement about one run, not the arm: read the medians and the paired tests.")
-
-
-def _rank_rules_line(v: dict, v_rank: dict) -> str:
-    """The rank-rules-alone comparison, or, when it measured exactly what the full controller did (its spacing
-    rules never moved a checkpoint), one sentence saying so instead of the same result counted twice."""
-    if v_rank == v:
-        return ("* The rank rules alone (spacing left at C) gave the same runs, seed for seed: the spacing rules never "
-                "moved a checkpoint here, so the line above is the rank rules' result too, not a second one.")
-    return _verdict_line("The rank rules alone (spacing left at C)", v_rank)
-
-
-def _local_check_line(th: dict, v: dict, checkpoints: dict | None) -> str:
-    """The tau_grad takeaway: how often the local forward check fired, and (from exercise 09b.3's measurement)
-    whether it sees the drift of the rebuilt early states."""
-    head = (f"* Thresholds from held-out seeds: tau_rank = {th['tau_rank']:.2g}, tau_grad = {th['tau_grad']:.1e}. "
-            f"The local forward check behind tau_grad fired {counted(v['reloads'], 'time')} in training.")
-    if checkpoints is None:
-        return head
-    r = checkpoints["rows"][0]
-    sees = r["local_check"] >= 0.1 * r["drift_at_step_1"]
-    return (head + f" In exercise 09b.3 (rank {r['rank']}) it read {r['local_check']:.1e} while the state rebuilt at "
-            f"step 1 was off by {r['drift_at_step_1']:.0e}: "
-            + ("it saw the drift of the rebuilt early states." if sees else
-               "a forward-consistency check does not see an ill-conditioned reverse, and delta, a rank signal, "
-               "does not say where checkpoints are needed either."))
-
-
-def _rank_room_line(v: dict, sz: LowRankSizes) -> str:
-    """Whether the equal-memory comparison could go either way: a fixed arm at full rank computes the dense
-    gradient, so it cannot lose on gradient error."""
-    head = (f"* The fixed arm ran at rank {v['rank_f']:.0f} and the controller at {v['rank_c']:.1f} on average, of at "
-            f"most {sz.rank_cap} on a {sz.m} x {sz.m} state: ")
-    if v["rank_f"] >= sz.m:
-        return head + ("the fixed arm was the dense model, so on gradient error the comparison was decided by "
-                       "construction.")
-    if v["rank_c"] == v["rank_f"] and v["kept_c"] == v["kept_f"]:
-        return head + ("both arms ran the same rank and kept the same states, so they computed the same gradients: "
-                       "a tie by construction, which says nothing about the rank signal.")
-    return head + ("neither arm was the dense model and they ran different layouts, so either could win on gradient "
-                   "error.")
-
-
-def takeaways(slope: float, full_rank_defect: float, enrich_drop: float, th: dict, v: dict, v_rank: dict,
-              seconds: float, sz: LowRankSizes | None = None, checkpoints: dict | None = None,
-              table: pd.DataFrame | None = None) -> str:
-    """The chapter's takeaways, every number computed by the notebook (`v`: the full controller's verdict,
-    `v_rank`: the controller with its spacing rules switched off; `seconds`: what the comparisons took; `sz`: the
-    sizes run; `checkpoints`: exercise 09b.3's `checkpoint_measurement`; `table`: the headline comparison's
-    per-seed rows, for the idea's success criterion and the seeds that carry a spread)."""
-    big = chapter_sizes("t4")
-    lines = [
-        "**Takeaways**", "",
-        f"* The projector-splitting step with exact substep flows is inverted by its own reverse map at any rank, "
-        f"so that round trip says nothing about the rank; against the dense reverse it is at roundoff only at "
-        f"full rank ({full_rank_defect:.1e}).",
-        f"* On a rank-deficient state that defect grows linearly in h (log-log slope {slope:.2f}): h times the "
-        f"tangent-space residual, a rank signal rather than a reconstruction error. Enriching from a randomised "
-        f"basis of the residual cut it {enrich_drop:.0f}x.",
-        "* The rule 'enrich when rho < tau_svd' fights enrichment (a new direction starts at alpha, so rho is "
-        "small right after) and a small rho means the rank is too high; the corrected rule waits for the new "
-        f"direction to fill (here, before training, the two reached mean ranks {v['rank_start']:.1f} and "
-        f"{v['rank_spec']:.1f}).",
-        _local_check_line(th, v, checkpoints),
-        _verdict_line("The controller as specified (spacing and rank rules)", v),
-        _rank_rules_line(v, v_rank)]
-    if sz is not None:
-        lines.append(_rank_room_line(v, sz))
-    if table is not None:
-        lines.append(success_line(success_criterion(table)))
-        lines += [line for line in (outlier_line(table),) if line]
-    lines += [
-        f"* Published: {PUBLISHED}.",
-        f"* Training both comparisons, every arm and seed, took {seconds:.0f} s here. The t4 profile runs the same "
-        f"code at rank up to {big.rank_cap} (of a {big.m} x {big.m} state) on {big.side ** 2}-step sequences, "
-        f"spacings {', '.join(map(str, big.spacings))}."]
-    return "\n".join(lines)

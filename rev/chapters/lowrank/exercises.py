@@ -31,13 +31,12 @@ def check_projection(project: Callable[[torch.Tensor, torch.Tensor, torch.Tensor
     st, p, A, C = _problem()
     G = field(st.dense(), p, A, C)
     PG = project(st.X, st.V, G)
-    assert PG.shape == G.shape, f"P_F G should have G's shape {tuple(G.shape)}, got {tuple(PG.shape)}"
+    assert PG.shape == G.shape, f"P_F G has shape {tuple(PG.shape)}, not G's"
     twice = project(st.X, st.V, PG)
-    assert torch.allclose(twice, PG, atol=1e-10), "P_F is a projection: applying it twice must change nothing"
+    assert torch.allclose(twice, PG, atol=1e-10), "P_F applied twice must equal P_F once"
     assert torch.allclose(G - PG, tangent_residual(st, G), atol=1e-10), (
-        "G - P_F G is not the tangent-space residual: P_F G keeps everything in the column space of X *or* the "
-        "row space of V, and counts the part in both only once (X X^T G + G V V^T - X X^T G V V^T)")
-    return "P_F G idempotent and equal to rev's residual split on a rank-3 state"
+        "G - P_F G is not the residual: count the part in both spaces once")
+    return "P_F G idempotent, equal to rev's split at rank 3"
 
 
 def check_reverse_order(bad_reverse: Callable) -> str:
@@ -52,10 +51,8 @@ def check_reverse_order(bad_reverse: Callable) -> str:
         return float((back.dense() - st.dense()).norm() / st.dense().norm())
 
     full_miss, low_miss = miss(full), miss(low)
-    assert full_miss < 1e-10, (f"at full rank your map misses by {full_miss:.2g}: use step -h in every substep "
-                               f"(only the order should differ from rev's reverse_step)")
-    assert low_miss > 1e-6, (f"at rank 3 your map misses by only {low_miss:.2g}: did you keep the reverse order "
-                             f"L, S, K? Apply K first, then S, then L, each with -h")
+    assert full_miss < 1e-10, f"at full rank it misses by {full_miss:.2g}: use -h in every substep"
+    assert low_miss > 1e-6, f"at rank 3 it misses by only {low_miss:.2g}: apply K, then S, then L"
     return f"forward-order reverse: misses by {full_miss:.1e} at full rank, {low_miss:.1e} at rank 3"
 
 
@@ -86,35 +83,3 @@ def checkpoint_measurement(model: MatrixODE, x: torch.Tensor, y: torch.Tensor, r
     peaks = {"rank": r0, "spacing": T, "all_kept": step_peak_bytes(model, x, y, r0, 1, math.inf),
              "first_kept": step_peak_bytes(model, x, y, r0, T, math.inf)}
     return {"rows": rows, "peaks": peaks}
-
-
-def _gradient_words(r: dict, share: float) -> str:
-    """Did the checkpoints buy gradient accuracy at this rank? Only where keeping every state lowers the error
-    against the dense gradient by more than `share` of it; a change under that is the rank's error, not theirs."""
-    gain = r["grad_err_first_kept"] - r["grad_err_all_kept"]
-    if abs(gain) <= share * r["grad_err_all_kept"]:
-        return (f"no accuracy worth the name: the error changed by {gain:.1e}, under {share:.0%} of the rank's own "
-                f"error, so the rank decides the gradient, not the checkpoints")
-    if gain > 0:
-        return f"checkpoints bought accuracy here: the error falls by {gain:.2g} when every state is kept"
-    return f"keeping every state made the gradient worse here: the error rises by {-gain:.2g}"
-
-
-def checkpoint_verdict(measured: dict, share: float = CHECKPOINT_SHARE) -> str:
-    """What the checkpoints bought in `checkpoint_measurement`'s result, as Markdown bullets, every claim from the
-    numbers: the peak, the gradient at each rank (against the rank's own error), and whether the local check saw
-    the drift of the rebuilt early states."""
-    pk = measured["peaks"]
-    grows = pk["all_kept"] > pk["first_kept"]
-    lines = [f"* Memory: at rank {pk['rank']} the measured peak is {pk['all_kept'] / 1e3:.0f} kB with every state "
-             f"kept and {pk['first_kept'] / 1e3:.0f} kB with the first only: "
-             + ("keeping states costs memory." if grows else "keeping states cost no measurable memory here.")]
-    for r in measured["rows"]:
-        sees = r["local_check"] >= 0.1 * r["drift_at_step_1"]
-        lines.append(
-            f"* Rank {r['rank']}: error against the dense gradient {r['grad_err_all_kept']:.4g} with every state kept, "
-            f"{r['grad_err_first_kept']:.4g} with the first only (the checkpoints move the gradient by "
-            f"{r['checkpoint_effect']:.1e} of its norm): {_gradient_words(r, share)}. The local check read "
-            f"{r['local_check']:.1e} while the state rebuilt at step 1 is off by {r['drift_at_step_1']:.0e}: it "
-            f"{'sees' if sees else 'does not see'} the drift.")
-    return "\n".join(lines)

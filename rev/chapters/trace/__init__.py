@@ -19,7 +19,7 @@ The package, one concern a module, in the order a reader meets them:
 | `sizes` | the chapter's run on each profile (`SIZES`, `chapter_sizes`): steps, stories, the model it starts from |
 | `finetune` | the chapter's prefix fine-tuning with the recorder on, sized per profile |
 | `pretrain` | the pretrained start: a finished residual run reused, or a short one made |
-| `scenarios` | branches that break a condition on purpose, the results table, the takeaways |
+| `scenarios` | branches that break a condition on purpose, the results table |
 | `exercises` | the checks of the notebook's exercises |
 
 Its AdamW and lr schedule are `rev.core.optim`'s. That schedule counts steps from 0 while a trace counts
@@ -38,7 +38,7 @@ from .pretrain import PRETRAIN_RUN, find_checkpoint, pretrained_model
 from .recorder import TraceRecorder
 from .records import (BF16DIFF, DROPPED, EXACT, F32DIFF, FORMAT, VERSION, StepRecord, Trace, check_model,
                       fingerprint, hash_tensors, locate, weights_hash)
-from .scenarios import rerun_from, scenario, scenario_rows, switch_branch, takeaways
+from .scenarios import rerun_from, scenario, scenario_rows, switch_branch
 from .storage import compression_ablation, size_breakdown, storage_report
 from .tracefile import MAGIC, load_trace, save_trace
 from .walk import replay, rollback, walk_back_measuring
@@ -56,7 +56,7 @@ __all__ = [
     "TraceRecorder",
     "BF16DIFF", "DROPPED", "EXACT", "F32DIFF", "FORMAT", "VERSION", "StepRecord", "Trace", "check_model",
     "fingerprint", "hash_tensors", "locate", "weights_hash",
-    "rerun_from", "scenario", "scenario_rows", "switch_branch", "takeaways",
+    "rerun_from", "scenario", "scenario_rows", "switch_branch",
     "compression_ablation", "size_breakdown", "storage_report",
     "MAGIC", "load_trace", "save_trace",
     "replay", "rollback", "walk_back_measuring",

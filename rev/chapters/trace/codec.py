@@ -55,7 +55,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def dtype_from(name: str) -> torch.dtype:
     if name not in _DTYPES:
-        raise ValueError(f"trace holds a tensor of dtype {name!r}, which this version cannot restore")
+        raise ValueError(f"cannot restore dtype {name!r}")
     return _DTYPES[name]
 
 
@@ -65,7 +65,7 @@ def bits_of(t: Tensor) -> np.ndarray:
     if t.dtype in INT_OF:
         t = t.view(INT_OF[t.dtype])
     elif t.dtype not in _DTYPES.values():
-        raise ValueError(f"cannot trace a tensor of dtype {t.dtype}: only float and integer tensors are supported")
+        raise ValueError(f"cannot trace dtype {t.dtype}: floats and integers only")
     arr = t.cpu().contiguous().numpy().reshape(-1)
     return arr.view(_UINT_OF_SIZE[arr.dtype.itemsize])
 
@@ -179,8 +179,7 @@ def _unpack(blob: bytes, itemsize: int, numel: int) -> np.ndarray:
         if pos != len(blob):
             raise ValueError("trailing bytes")
     except (struct.error, zlib.error, ValueError, IndexError) as e:
-        raise ValueError(f"a trace entry does not decode to {numel} values of {itemsize} bytes ({e}): the trace "
-                         f"is corrupted; record it again") from e
+        raise ValueError(f"a trace entry does not decode ({e}): the trace is corrupted") from e
     return out.view(dtype).reshape(-1)
 
 
@@ -280,8 +279,7 @@ def encode_exact(before: Tensor, after: Tensor, level: int = 1) -> Blob | None:
 
 def _same_kind(before: Tensor, after: Tensor) -> None:
     if before.dtype != after.dtype or before.shape != after.shape:
-        raise ValueError(f"cannot difference {before.dtype}{tuple(before.shape)} against "
-                         f"{after.dtype}{tuple(after.shape)}: a traced tensor changed dtype or shape")
+        raise ValueError(f"a traced tensor changed to {after.dtype}{tuple(after.shape)}")
 
 
 def _shift_keys(t: Tensor, d: np.ndarray) -> None:

@@ -51,14 +51,11 @@ def check_adamw_undo(undo: Callable[..., tuple[Tensor, Tensor, Tensor]]) -> str:
     theta, m, v = states[-1]
     for step in range(STEPS, 0, -1):
         out = undo(theta.clone(), m.clone(), v.clone(), grads[step - 1].clone(), step, LR, WEIGHT_DECAY, BETAS, EPS)
-        assert isinstance(out, tuple) and len(out) == 3, "return a tuple (theta, m, v): the state before the step"
+        assert isinstance(out, tuple) and len(out) == 3, "return the tuple (theta, m, v)"
         for name, got, want in zip(("theta", "m", "v"), out, states[step - 1]):
             err = float((got - want).abs().max())
             assert torch.allclose(got, want, rtol=1e-9, atol=1e-12), (
-                f"undoing step {step}, {name} is off by up to {err:.3g}. Undo the moments first "
-                f"(m = (m' - (1 - b1) g) / b1, v likewise with g^2); the weight step uses the bias-corrected "
-                f"moments *after* the step (m' / (1 - b1^step), v' / (1 - b2^step)), and the decay "
-                f"theta * (1 - lr * wd) was applied before it")
+                f"undoing step {step}, {name} is off by up to {err:.3g}")
         theta, m, v = out
     # the same algebra in float32, where it rounds: how far from the start does it land?
     states32, grads32, _, _ = _adamw_run(torch.float32)
@@ -67,10 +64,7 @@ def check_adamw_undo(undo: Callable[..., tuple[Tensor, Tensor, Tensor]]) -> str:
         theta, m, v = undo(theta, m, v, grads32[step - 1], step, LR, WEIGHT_DECAY, BETAS, EPS)
     off = int((theta != states32[0][0]).sum())
     # how many depends on the CPU (whether its kernels fuse a multiply-add), so the message says whether, not how many
-    lands = "lands on every weight bit for bit" if off == 0 else \
-        f"leaves some of the {theta.numel()} weights not bit-identical"
-    return (f"undid {STEPS} AdamW steps in float64 to round-off; in float32 the same algebra {lands} (the trace "
-            f"keeps differences and corrections instead)")
+    return f"undid {STEPS} AdamW steps in float64; in float32 {'bit for bit' if off == 0 else 'not bit for bit'}"
 
 
 def _small_trace_file(folder: Path) -> Path:
@@ -103,11 +97,9 @@ def check_corruption_refused(flip: Callable[[Path, int], None]) -> str:
             path.write_bytes(original)
             flip(path, offset)
             data = path.read_bytes()
-            assert len(data) == n, f"the file is {len(data)} bytes after flip(path, {offset}), was {n}: change " \
-                                   f"one byte in place (read the bytes, change data[offset], write them back)"
+            assert len(data) == n, f"flip changed the file's length ({n} to {len(data)} bytes)"
             changed = [i for i in range(n) if data[i] != original[i]]
-            assert changed == [offset], f"flip(path, {offset}) changed the bytes at {changed[:5]}; change " \
-                                        f"exactly the byte at {offset} (e.g. XOR it with 0xFF)"
+            assert changed == [offset], f"change exactly the byte at {offset}, not {changed[:5]}"
             try:
                 load_trace(path)
             except ValueError as e:

@@ -67,8 +67,7 @@ def prefix_finetune_tokens(data: Any, prefix: str = DEFAULT_PREFIX, n_stories: i
         s, e = spans[i]
         ids = data.encode(f"{prefix} {data.decode(arr[s:e]).lstrip()}")
         if ids[:len(prefix_ids)] != prefix_ids:
-            raise ValueError(f"the tokenizer merges the prefix {prefix!r} with the story text; end the prefix "
-                             f"with punctuation (e.g. a comma) so it keeps its own tokens")
+            raise ValueError(f"the prefix {prefix!r} merges with the story: end it with a comma")
         starts.append(len(stream))
         stream += [data.eot_id, *ids]
     return PrefixData(np.asarray(stream, dtype=np.int64), np.asarray(starts, dtype=np.int64), prefix,

@@ -97,5 +97,5 @@ def prune_trace(trace: Trace, every: int | None = None, steps: Iterable[int] = (
         elif not forget:
             out.append(StepRecord(r.step, DROPPED, list(r.lrs),
                                   dict(r.meta, err_norm=r.meta["update_norm"], state_kept=False)))
-    note = f"updates dropped at {len(drop)} steps" + (" (records removed)" if forget else "")
+    note = f"{len(drop)} dropped" + (", removed" if forget else "")
     return Trace(_header_derived(trace, note), out)

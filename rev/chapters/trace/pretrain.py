@@ -6,12 +6,13 @@ geometry on the profile's data, and saved for next time.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 from torch import nn
 
-from ...base.files import read_json, shown_path
+from ...base.files import read_json
 from ..shared.main_runs import MAIN_RUNS
 from ...training.loop import TrainConfig, train
 from ...training.checkpoint import load_model
@@ -54,7 +55,7 @@ def pretrained_model(profile: Any, results_dir: str | os.PathLike, data_dir: str
     chapter = model_profile(profile)                # the profile, or the chapter's smaller model on its data
     run = find_checkpoint(results_dir, profile.name, {k: getattr(chapter, k) for k in GEOMETRY})
     if run is not None:
-        return load_model(run, device), f"reused the checkpoint of a finished run: {shown_path(run)}"
+        return load_model(run, device), f"reused the finished run {Path(run).name}"
     out = os.path.join(os.fspath(results_dir), profile.name, PRETRAIN_RUN)
     fraction = chapter_sizes(profile).pretrain_fraction
     tokens = max(profile.batch_size * profile.seq_len, int(profile.train_tokens * fraction))
@@ -63,5 +64,4 @@ def pretrained_model(profile: Any, results_dir: str | os.PathLike, data_dir: str
     steps = tokens // (profile.batch_size * profile.seq_len)
     val = summary.get("final_val_loss")
     val_text = f", val loss {val:.3f}" if isinstance(val, (int, float)) else ""
-    return load_model(out, device), (f"no finished run to reuse: pretrained now for {steps} steps "
-                                     f"({tokens:,} tokens{val_text}), saved in {shown_path(out)}")
+    return load_model(out, device), f"pretrained now: {steps} steps, {tokens:,} tokens{val_text}"

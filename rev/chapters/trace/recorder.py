@@ -47,8 +47,7 @@ class TraceRecorder:
         self._names = {id(p): n for n, p in self._params.items()}
         owned = {id(p) for g in optimizer.param_groups for p in g["params"]}
         if not owned <= set(self._names):
-            raise ValueError("the optimizer updates tensors that are not parameters of this model: "
-                             "build the recorder with the model the optimizer was made for")
+            raise ValueError("the optimizer updates tensors not in this model")
         self._prev = {n: p.detach().clone() for n, p in self._params.items()}
         self._prev_state = self._clone_state()
         self._pending: dict = {}
@@ -67,13 +66,11 @@ class TraceRecorder:
         k = locate(self.model, trace)
         header = copy.deepcopy(trace.header)
         if self.keep_state != header["optimizer_state_kept"]:
-            raise ValueError(f"keep_optimizer_state={self.keep_state} but the trace was recorded with "
-                             f"{header['optimizer_state_kept']}: resume with the same setting")
+            raise ValueError(f"keep_optimizer_state must be {header['optimizer_state_kept']}, as recorded")
         if self.keep_state:
             want = header["start_state_hash"] if k == 0 else trace.record(k).meta["state_hash_after"]
             if hash_tensors(self._prev_state) != want:
-                raise ValueError(f"the optimizer's state is not the one recorded at step {k}: roll back with "
-                                 f"rollback(model, trace, {k}, optimizer) before resuming")
+                raise ValueError(f"the optimizer's state is not the one recorded at step {k}: roll it back too")
         if isinstance(self.schedule, Schedule):
             header["schedule"] = self.schedule.to_dict()
         elif header.get("schedule") and self.schedule is None:
@@ -92,8 +89,8 @@ class TraceRecorder:
                 "schedule": self.schedule.to_dict() if isinstance(self.schedule, Schedule) else None,
                 "initial_lrs": [float(g["lr"]) for g in self.optimizer.param_groups],
                 "optimizer_state_kept": self.keep_state, "compress_level": self.level,
-                "encoding": "weights: float difference + sparse ulp corrections; optimizer state: ulp "
-                            "difference (zigzag); byte planes, zlib", "derived": None}
+                "encoding": "diff+ulp; zigzag ulp; zlib planes",
+                "derived": None}
 
     def _clone_state(self) -> dict[str, Any]:
         if not self.keep_state:
@@ -151,8 +148,7 @@ class TraceRecorder:
         now = flat_state(self.optimizer, self._names)
         gone = set(self._prev_state) - set(now)
         if gone:
-            raise ValueError(f"optimizer state entries disappeared during a step ({sorted(gone)[:3]}...): "
-                             f"record with keep_optimizer_state=False for this optimizer")
+            raise ValueError(f"optimizer state {sorted(gone)[:3]} disappeared: keep_optimizer_state=False")
         for key, value in now.items():
             old = self._prev_state.get(key)
             if isinstance(value, Tensor):

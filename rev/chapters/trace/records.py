@@ -61,8 +61,7 @@ def flat_state(optimizer: torch.optim.Optimizer | None, names: Mapping[int, str]
     out = {}
     for p, st in optimizer.state.items():
         if id(p) not in names:
-            raise ValueError("the optimizer holds state for a tensor that is not a parameter of this model: "
-                             "pass the model the optimizer was built for")
+            raise ValueError("the optimizer holds state for a tensor not in this model")
         for key, value in st.items():
             out[f"{names[id(p)]}::{key}"] = value
     return dict(sorted(out.items()))
@@ -150,14 +149,10 @@ def check_model(model: nn.Module, trace: Trace) -> None:
     if names != fp["names"]:
         missing = sorted(set(fp["names"]) - set(names))[:3]
         extra = sorted(set(names) - set(fp["names"]))[:3]
-        raise ValueError(f"this trace was recorded on a different model (parameters missing here: {missing}, "
-                         f"not in the trace: {extra}); load the model the trace belongs to "
-                         f"(start hash {fp['start_hash'][:12]})")
+        raise ValueError(f"recorded on a different model (missing {missing}, extra {extra})")
     for (n, p), shape, dtype in zip(named, fp["shapes"], fp["dtypes"]):
         if list(p.shape) != shape or dtype_name(p.dtype) != dtype:
-            raise ValueError(f"this trace was recorded on a different model: parameter {n!r} is "
-                             f"{dtype_name(p.dtype)}{list(p.shape)} here but {dtype}{shape} in the trace; "
-                             f"load the model the trace belongs to")
+            raise ValueError(f"recorded on a different model: {n} is {dtype}{shape} in the trace")
 
 
 def locate(model: nn.Module, trace: Trace) -> int:
@@ -165,7 +160,5 @@ def locate(model: nn.Module, trace: Trace) -> int:
     check_model(model, trace)
     step = trace.step_of_hash(weights_hash(model))
     if step is None:
-        raise ValueError(f"the model's weights match no step of this trace (steps 0..{trace.final_step}): "
-                         f"they were changed after recording, or the trace belongs to another run. Load the "
-                         f"weights saved at the end of the traced run, or pass from_step=... with verify=False")
+        raise ValueError(f"the weights match no step of this trace (0..{trace.final_step}): pass from_step=...")
     return step

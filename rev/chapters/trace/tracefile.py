@@ -77,14 +77,13 @@ def load_trace(path: str | os.PathLike, model: nn.Module | None = None) -> Trace
     """Read a trace file, checking its checksum (and, if `model` is given, that it belongs to that model)."""
     with open(path, "rb") as f:
         data = f.read()
-    what = f"{os.fspath(path)!r} is not a usable trace file"
+    what = "not a usable trace file"
     if not data.startswith(MAGIC):
-        raise ValueError(f"{what}: it does not start with the trace marker (wrong file?)")
+        raise ValueError(f"{what}: no trace marker")
     if len(data) < len(MAGIC) + 8 + 8 + 32:
-        raise ValueError(f"{what}: it is truncated; record or copy it again")
+        raise ValueError(f"{what}: truncated")
     if hashlib.sha256(data[:-32]).digest() != data[-32:]:
-        raise ValueError(f"{what}: its checksum does not match (the file is corrupted or truncated); "
-                         f"restore it from a copy or revert to a checkpoint")
+        raise ValueError(f"{what}: checksum mismatch (corrupted)")
     pos = len(MAGIC)
     (n_doc,) = struct.unpack_from("<Q", data, pos)
     doc = json.loads(data[pos + 8:pos + 8 + n_doc])
@@ -93,8 +92,7 @@ def load_trace(path: str | os.PathLike, model: nn.Module | None = None) -> Trace
     payload = memoryview(data)[pos + 8:pos + 8 + n_payload]
     header = doc["header"]
     if header.get("format") != FORMAT or header.get("version") != VERSION:
-        raise ValueError(f"{what}: format {header.get('format')!r} version {header.get('version')!r}, "
-                         f"this code reads {FORMAT!r} version {VERSION}")
+        raise ValueError(f"{what}: version {header.get('version')!r}, not {VERSION}")
     records = [StepRecord(r["step"], r["kind"], r["lrs"], r["meta"],
                           {k: _blob_from_json(e, payload) for k, e in r["params"].items()},
                           {k: _blob_from_json(e, payload) for k, e in r["state"].items()},

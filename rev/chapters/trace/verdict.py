@@ -52,8 +52,7 @@ def reversibility_score(model: nn.Module, trace: Trace, reference: nn.Module | M
     check_model(work, trace)
     start = trace.final_step if from_step is None else from_step
     if from_step is None and weights_hash(work) != trace.hash_at(start):
-        raise ValueError("reversibility_score needs the model at the trace's last step (its weights do not "
-                         "match the recorded final hash); pass from_step=... if it is elsewhere")
+        raise ValueError("the model is not at the trace's last step: pass from_step=...")
     final = {n: p.detach().clone() for n, p in work.named_parameters()}
     walk_steps(work, trace, start, 0, None, strict=False, on_step=None)
     if reference is not None:
@@ -112,16 +111,11 @@ def check_complete(trace: Trace) -> Check:
     bad = sorted(set(missing) | set(dropped))
     if bad:
         return Check("complete", False,
-                     f"{len(bad)} of {trace.final_step} steps have no kept update ({_fmt_steps(bad)}): the walk "
-                     f"back can only skip them, leaving their updates in the weights, so it cannot reach the "
-                     f"start; revert to the checkpoint saved before fine-tuning, and keep every step next time",
-                     bad)
+                     f"{len(bad)} of {trace.final_step} steps have no kept update ({_fmt_steps(bad)})", bad)
     if lossy:
-        return Check("complete", True, f"no gaps, but {len(lossy)} steps are kept lossily "
-                                       f"({lossy[0].kind}): the walk back is approximate", [])
-    note = (f"; weights were changed between optimizer steps before steps {_fmt_steps(outside)} "
-            f"(folded into those records, the walk stays exact)") if outside else ""
-    return Check("complete", True, f"all {trace.final_step} steps kept exactly{note}", [])
+        return Check("complete", True, f"{len(lossy)} lossy ({lossy[0].kind})", [])
+    note = f"; folded in at {_fmt_steps(outside)}" if outside else ""
+    return Check("complete", True, f"{trace.final_step} exact{note}", [])
 
 
 def check_lr_schedule(trace: Trace, lr_at: Callable[[int], float | Sequence[float]] | None = None,
@@ -134,8 +128,7 @@ def check_lr_schedule(trace: Trace, lr_at: Callable[[int], float | Sequence[floa
     if lr_at is None:
         spec = trace.header.get("schedule")
         if spec is None:
-            return Check("lr recoverable", False, "the trace holds no schedule and none was given: pass "
-                                                  "lr_at=... (the schedule the run was meant to follow)", [])
+            return Check("lr recoverable", False, "no schedule: pass lr_at", [])
         lr_at = Schedule(**spec).lr_at
     bad, example = [], ""
     for r in trace.records:
@@ -143,15 +136,12 @@ def check_lr_schedule(trace: Trace, lr_at: Callable[[int], float | Sequence[floa
         want = [float(want)] * len(r.lrs) if isinstance(want, (int, float)) else [float(w) for w in want]
         if any(not math.isclose(a, b, rel_tol=rel_tol, abs_tol=0.0) for a, b in zip(r.lrs, want)):
             if not bad:
-                example = f"step {r.step} ran at lr {r.lrs[0]:.4g}, the schedule gives {want[0]:.4g}"
+                example = f"step {r.step}: lr {r.lrs[0]:.4g}, schedule {want[0]:.4g}"
             bad.append(r.step)
     if bad:
         return Check("lr recoverable", False,
-                     f"the lr at {len(bad)} steps ({_fmt_steps(bad)}) is not what the schedule gives for that step "
-                     f"number ({example}): it was changed by hand, or a step was retried and the count shifted. "
-                     f"The run can no longer be recomputed from its step numbers; put the change into the schedule "
-                     f"or restart from step {bad[0] - 1}", bad)
-    return Check("lr recoverable", True, f"the lr at all {len(trace.records)} steps matches the schedule", [])
+                     f"lr changed by hand at {_fmt_steps(bad)} ({example})", bad)
+    return Check("lr recoverable", True, f"{len(trace.records)} steps on schedule", [])
 
 
 DEFAULT_UPDATE_THRESHOLD = 0.5
@@ -164,14 +154,10 @@ def check_bounded(trace: Trace, threshold: float = DEFAULT_UPDATE_THRESHOLD) -> 
     if bad:
         w = max(bad, key=lambda r: r.meta["rel_update_max"])
         return Check("updates bounded", False,
-                     f"{len(bad)} steps ({_fmt_steps([r.step for r in bad])}) moved a parameter tensor by more than "
-                     f"{threshold:g} of its own norm (worst: step {w.step}, {w.meta['rel_update_param']!r} by "
-                     f"{w.meta['rel_update_max']:.3g}x, {w.meta['f32diff_lossy']} elements a float-difference "
-                     f"trace would lose). A step that size is a jump, not fine-tuning: keep a checkpoint before "
-                     f"it, lower the lr or clip the update",
+                     f"steps {_fmt_steps([r.step for r in bad])} above {threshold:g}, worst {w.meta['rel_update_max']:.3g}",
                      [r.step for r in bad])
     top = f"{worst.meta['rel_update_max']:.3g}" if worst is not None else "n/a"
-    return Check("updates bounded", True, f"largest relative update {top} < {threshold:g} at every step", [])
+    return Check("updates bounded", True, f"largest {top} < {threshold:g}", [])
 
 
 def _fmt_steps(steps: Sequence[int], limit: int = 8) -> str:
@@ -205,8 +191,8 @@ class Assessment:
 
     def __str__(self) -> str:
         s = self.score
-        head = (f"reversibility score {s.score:.6f} ({s.method}; rebuilt start "
-                f"{'bit-identical' if s.exact else f'off by L2 {s.error_l2:.3g}'}) -> {self.verdict.upper()}")
+        off = "bit-identical" if s.exact else f"L2 error {s.error_l2:.3g}"
+        head = f"reversibility score {s.score:.6f} ({s.method}; {off}): {self.verdict}"
         return "\n".join([head, *self.findings(), f"=> {self.recommendation}"])
 
 
@@ -220,15 +206,13 @@ def assess(model: nn.Module, trace: Trace, reference: nn.Module | Mapping[str, T
     irreversible = score.score < score_threshold
     if irreversible:
         verdict = "irreversible"
-        rec = (f"the trace gets only {100 * score.score:.1f}% of the way back; revert to the checkpoint saved "
-               f"before fine-tuning")
+        rec = "revert to a checkpoint"
     elif score.exact:
         verdict = "exactly reversible"
-        rec = "rollback(model, trace, 0) restores the starting weights bit for bit"
+        rec = "exact rollback"
     else:
         verdict = "approximately reversible"
-        rec = (f"rollback gets within L2 {score.error_l2:.3g} of the start (not bit-identical); revert to the "
-               f"checkpoint if the exact weights matter")
+        rec = "approximate rollback"
     if failed:
-        rec += f"; but fix what the failed checks report ({', '.join(failed)})"
+        rec += f"; fix: {', '.join(failed)}"
     return Assessment(score, checks, score_threshold, irreversible, verdict, rec)

@@ -92,17 +92,13 @@ def walk_steps(model: nn.Module, trace: Trace, from_step: int, to_step: int,
             rec = by_step.get(n)
             if rec is None or rec.kind == DROPPED:
                 if strict:
-                    raise ValueError(f"step {n} has no kept update in this trace, so the walk cannot cross it "
-                                     f"exactly; revert to a checkpoint instead (or walk with strict=False to "
-                                     f"get an approximate state)")
+                    raise ValueError(f"step {n} has no kept update: revert to a checkpoint")
                 on_track = False
             else:
                 if strict and rec.kind != EXACT:
-                    raise ValueError(f"step {n} is kept as a lossy {rec.kind!r} difference; a strict walk "
-                                     f"needs an exact trace (use strict=False to walk approximately)")
+                    raise ValueError(f"step {n} is lossy ({rec.kind}): walk with strict=False")
                 if opt is not None and not rec.has_state:
-                    raise ValueError(f"step {n} keeps no optimizer state; roll back the weights only "
-                                     f"(optimizer=None) or record with keep_optimizer_state=True")
+                    raise ValueError(f"step {n} keeps no optimizer state: pass optimizer=None")
                 (undo_step if backward else _redo)(params, rec, opt, on_track)
                 on_track = on_track and rec.kind == EXACT
             if on_step is not None:
@@ -124,23 +120,19 @@ def _move(model: nn.Module, trace: Trace, to_step: int, optimizer: torch.optim.O
     start = locate(model, trace) if from_step is None else from_step
     if forward and to_step < start or not forward and to_step > start:
         verb = "replay" if forward else "rollback"
-        raise ValueError(f"{verb} goes {'forward' if forward else 'backward'}, but the model is at step {start} "
-                         f"and to_step={to_step}; use {'rollback' if forward else 'replay'} instead")
+        raise ValueError(f"model at step {start}, to_step={to_step}: use {'rollback' if forward else 'replay'}")
     if optimizer is not None and not trace.header.get("optimizer_state_kept", False):
-        raise ValueError("this trace keeps no optimizer state; roll back the weights only (optimizer=None) "
-                         "or record with keep_optimizer_state=True")
+        raise ValueError("this trace keeps no optimizer state: pass optimizer=None")
     if optimizer is not None:
         want = trace.header["start_state_hash"] if start == 0 else trace.record(start).meta["state_hash_after"]
         have = hash_tensors(flat_state(optimizer, {id(p): n for n, p in model.named_parameters()}))
         if have != want:
-            raise ValueError(f"the optimizer's state is not the one recorded at step {start}: pass the optimizer "
-                             f"used during recording, untouched since, or move the weights only (optimizer=None)")
+            raise ValueError(f"the optimizer's state is not the one recorded at step {start}")
     walk_steps(model, trace, start, to_step, optimizer, strict=verify, on_step=on_step)
     if optimizer is not None:
         _set_lrs(optimizer, trace, to_step)
     if verify and weights_hash(model) != trace.hash_at(to_step):
-        raise ValueError(f"after walking to step {to_step} the weights do not match the recorded hash: the trace "
-                         f"is damaged; revert to a checkpoint")
+        raise ValueError(f"weights at step {to_step} do not match the recorded hash: revert to a checkpoint")
     return to_step
 
 

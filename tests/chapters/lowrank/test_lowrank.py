@@ -135,6 +135,7 @@ def test_calibration_uses_held_out_seeds_only():
     assert cal.seed.min() >= L.CALIB_OFFSET > _SMALL.seeds
     assert cal.delta.min() <= th["tau_rank"] <= cal.delta.max()
     assert th["tau_warn"] > th["tau_rank"] > th["tau_safe"] and th["tau_grad"] > cal.local_defect.max()
+    assert cal.attrs["cos_target"] == L.COS_GOOD == 0.98          # the note's bound ("above 0.98"), not another
 
 
 def test_compare_pairs_both_arms_with_one_fixed_rank_and_measured_peaks():
@@ -144,8 +145,8 @@ def test_compare_pairs_both_arms_with_one_fixed_rank_and_measured_peaks():
     assert table[table.arm == "fixed"]["rank"].nunique() == 1 and (table.peak_bytes > 0).all()
     assert table.accuracy.between(0, 1).all() and (table.loss_var >= 0).all() and table.grad_cos.notna().all()
     assert all(len(log) == _SMALL.train_steps for log in table.attrs["logs"].values())
-    v = L.verdict_table({"C = 2": table})
-    assert list(v.columns) == ["C = 2"] and v.loc["paired seeds", "C = 2"] == _SMALL.seeds
+    v = L.verdict(table)
+    assert v["seeds"] == _SMALL.seeds and v["wins"] + v["losses"] <= _SMALL.seeds
 
 
 def test_ranks_stay_under_max_rank_of_a_wider_state():
@@ -199,10 +200,9 @@ def test_verdict_counts_roundoff_differences_as_ties():
     # the fixed arm at rank 3 sits at a cap of 3 (the controller cannot exceed it), not at a cap of 4
     capped = pd.DataFrame(rows)
     capped.attrs["rank_cap"] = 3
-    assert L.verdict(capped)["fixed_at_cap"] and "could tie or lose on gradient error but never win" in \
-        L.comparison._verdict_line("x", L.verdict(capped))
+    assert L.verdict(capped)["fixed_at_cap"]
     capped.attrs["rank_cap"] = 4
-    assert not L.verdict(capped)["fixed_at_cap"] and "never win" not in L.comparison._verdict_line("x", L.verdict(capped))
+    assert not L.verdict(capped)["fixed_at_cap"]
 
 
 def test_rebuilt_states_drift_most_at_the_small_start_and_the_local_check_misses_it():
@@ -213,26 +213,7 @@ def test_rebuilt_states_drift_most_at_the_small_start_and_the_local_check_misses
     assert L.gradient_fidelity(model, x, y, 2, 16, math.inf)["local_defect"] < 1e-5  # yet the forward check passes
 
 
-# --- exercise 09b.3 and the takeaways: text computed from the measurement --------------------------------------------
-
-def _ckpt(err_all: float, err_first: float, local: float = 1e-6, drift1: float = 1e-2, peaks=(200_000, 100_000)):
-    row = {"rank": 2, "spacing": 16, "grad_err_all_kept": err_all, "grad_err_first_kept": err_first,
-           "checkpoint_effect": abs(err_first - err_all), "local_check": local, "drift_one_back": 1e-7,
-           "drift_at_step_1": drift1}
-    return {"rows": [row], "peaks": {"rank": 2, "spacing": 16, "all_kept": peaks[0], "first_kept": peaks[1]}}
-
-
-def test_checkpoint_verdict_follows_the_measurement():
-    same = L.checkpoint_verdict(_ckpt(0.5504, 0.5504))       # the rank's error swamps the checkpoints
-    assert "no accuracy worth the name" in same and "bought accuracy" not in same
-    assert "200 kB with every state kept and 100 kB with the first only: keeping states costs memory" in same
-    assert "does not see the drift" in same
-    bought = L.checkpoint_verdict(_ckpt(0.10, 0.30))        # checkpoints cut the error
-    assert "checkpoints bought accuracy here: the error falls by 0.2" in bought and "no accuracy" not in bought
-    worse = L.checkpoint_verdict(_ckpt(0.30, 0.10, local=1e-2, drift1=1e-2, peaks=(100_000, 100_000)))
-    assert "made the gradient worse here: the error rises by 0.2" in worse
-    assert "it sees the drift" in worse and "cost no measurable memory" in worse
-
+# --- exercise 09b.3: the measurement the notebook reads ----------------------------------------------------------
 
 def test_checkpoint_measurement_on_a_tiny_model():
     model = L.MatrixODE(4, 1000, layers=2)
@@ -241,35 +222,7 @@ def test_checkpoint_measurement_on_a_tiny_model():
     full = m["rows"][1]
     assert full["grad_err_all_kept"] < 1e-3 and full["grad_err_first_kept"] < 1e-3  # full rank: the dense gradient
     assert m["peaks"]["all_kept"] > m["peaks"]["first_kept"] and m["peaks"]["spacing"] == 9
-    assert "Rank 2:" in L.checkpoint_verdict(m) and "Rank 4:" in L.checkpoint_verdict(m)
-
-
-def test_takeaways_say_when_the_fixed_arm_was_the_dense_model():
-    v = {"seeds": 4, "wins": 0, "losses": 4, "p": 0.125, "peak_ratio": 1.0, "peak_ratio_max": 1.1, "rank_c": 5.5,
-         "rank_f": 8.0, "rank_start": 5.0, "rank_spec": 6.0, "kept_c": 3.0, "kept_f": 2.0, "reloads": 0,
-         "cos_c": 0.9, "cos_f": 1.0, **{f"{k}_{x}": 0 for k in ("acc", "loss", "var") for x in ("wins", "losses")},
-         **{f"{k}_{x}": 0.5 for k in ("acc", "loss", "var") for x in ("p", "c", "f")}}
-    th = {"tau_rank": 0.1, "tau_grad": 1e-5}
-    dense_sz = dataclasses.replace(L.chapter_sizes("cpu"), m=8, max_rank=0)
-    text = L.takeaways(1.0, 1e-15, 3.0, th, v, v, 10.0, sz=dense_sz, checkpoints=_ckpt(0.55, 0.55))
-    assert "the fixed arm was the dense model, so on gradient error the comparison was decided by construction" in text
-    assert "fired 0 times" in text and "does not see an ill-conditioned reverse" in text
-    short = L.takeaways(1.0, 1e-15, 3.0, th, {**v, "rank_f": 6.0}, v, 10.0,
-                        sz=dataclasses.replace(dense_sz, max_rank=6), checkpoints=_ckpt(0.55, 0.55, local=1e-2))
-    assert "neither arm was the dense model and they ran different layouts, so either could win" in short
-    assert "by construction" not in short
-    same = L.takeaways(1.0, 1e-15, 3.0, th, {**v, "rank_f": 6.0, "rank_c": 6.0, "kept_c": 2.0}, v, 10.0,
-                       sz=dataclasses.replace(dense_sz, max_rank=6))
-    assert "both arms ran the same rank and kept the same states" in same
-    assert "equal mean measured peak (controller/fixed 1.00" in text
-    unmatched = L.takeaways(1.0, 1e-15, 3.0, th, {**v, "peak_ratio": 0.87}, v, 10.0, sz=dense_sz)
-    assert "mean measured peak not matched: the fixed arm had 15% more" in unmatched
-    assert "it saw the drift" in short
-    assert "fixed arm ran at rank" not in L.takeaways(1.0, 1e-15, 3.0, th, v, v, 10.0)   # without sizes: not claimed
-    # the rank rules alone measured the very same runs: said once, not counted as a second result
-    assert "gave the same runs, seed for seed" in text and "The rank rules alone (spacing left at C), 4" not in text
-    other = L.takeaways(1.0, 1e-15, 3.0, th, v, {**v, "wins": 2, "losses": 2}, 10.0)
-    assert "The rank rules alone (spacing left at C), 4 paired seeds" in other and "seed for seed" not in other
+    assert [r["rank"] for r in m["rows"]] == [2, 4]
 
 
 def test_no_profile_lets_an_arm_be_the_dense_model():

@@ -536,7 +536,7 @@ def test_corruption_check_needs_exactly_one_flipped_byte():
         T.check_corruption_refused(lambda path, offset: flip(path, offset + 1))
 
 
-# --- what sets a trace's size, and takeaways computed from the run ----------------------------------------------
+# --- what sets a trace's size ----------------------------------------------
 
 def test_size_breakdown_adds_up_to_the_trace_and_names_every_array(tiny_run):
     *_, trace, history, _, cfg = tiny_run
@@ -567,58 +567,3 @@ def test_trace_sizes_keep_a_laptop_trace_small_and_the_chapter_model_is_reused_o
     assert T.find_checkpoint(tmp_path, "cpu") is not None                               # any geometry
     assert T.find_checkpoint(tmp_path, "cpu", {"d_model": cpu.d_model, "n_layer": cpu.n_layer}) is None
     assert T.find_checkpoint(tmp_path, "cpu", {"d_model": 128, "n_layer": 6}).endswith("run1_baseline")
-
-
-def _assessment(score: float, exact: bool, n_wrong: int = 0, **passed):
-    from types import SimpleNamespace
-
-    checks = {"complete": True, "lr recoverable": True, "updates bounded": True, **{k.replace("_", " "): v
-                                                                                   for k, v in passed.items()}}
-    return SimpleNamespace(score=SimpleNamespace(score=score, exact=exact, n_wrong=n_wrong), passed=checks,
-                           irreversible=score < T.DEFAULT_SCORE_THRESHOLD)
-
-
-def _scenarios(lr_exact: bool = True, lr_caught: bool = True, huge_caught: bool = True, huge_wrong: int = 900,
-               huge_bf16: float = 0.99):
-    def sc(name, exact, bf16, f32):
-        return {"scenario": name, "exact": exact, "bf16diff": bf16, "f32diff": f32}
-
-    return [sc("intact", _assessment(1.0, True), _assessment(0.999, False), _assessment(0.9, False, n_wrong=100)),
-            sc("pruned", _assessment(0.8, False, complete=False), _assessment(0.8, False), _assessment(0.8, False)),
-            sc("lr changed", _assessment(1.0 if lr_exact else 0.97, lr_exact, lr_recoverable=not lr_caught),
-               _assessment(0.999, False), _assessment(0.9, False)),
-            sc("huge step", _assessment(1.0, True, lr_recoverable=False, updates_bounded=not huge_caught),
-               _assessment(huge_bf16, False), _assessment(0.5, False, n_wrong=huge_wrong))]
-
-
-def test_takeaways_follow_the_scenarios_they_are_given():
-    storage = {"checkpoint_bytes_per_step": 1200, "n_params": 100, "weights_bytes_per_param_compressed": 3.0,
-               "weights_compression_ratio": 1.3, "total_bytes_per_param_compressed": 9.0,
-               "fraction_of_checkpoint": 0.75}
-    kw = dict(logp_before=-30.0, logp_after=-3.0, rate_before=0.0, rate_after=0.5, steps=10, bit_identical=True,
-              samples_restored=True, storage=storage, prune_every=5, threshold=T.DEFAULT_SCORE_THRESHOLD, seconds=1.0)
-    as_expected = T.takeaways(f32_lost=10, scenarios=_scenarios(), file_bytes=2**20, **kw)
-    assert "left the exact trace exact" in as_expected and "the checks caught both" in as_expected
-    # the exact trace undoes any step by construction: its surviving a changed lr is no evidence against the note;
-    # the note's recipe is the float difference, which got 10 element-steps wrong here: that is the contradiction
-    assert "contradicts the research note" not in as_expected and "tests the checks, not the research note" in as_expected
-    assert "is the research note's recipe (deltas applied in reverse order, with negative signs): on this run it is " \
-           "not exact, which is where the note is contradicted" in as_expected
-    exact_f32 = T.takeaways(f32_lost=0, scenarios=_scenarios(), file_bytes=2**20, **kw)
-    assert "The research note's recipe (this float difference) was exact on this run" in exact_f32
-    assert "where the note is contradicted" not in exact_f32
-    # checkpoint 12 bytes/parameter once against 9 per step: the trace costs more after 1.3 steps
-    assert "costs 12.00 bytes/parameter once" in as_expected and "10 steps of trace cost 90.0" in as_expected
-    assert "more than that checkpoint after 1.3 steps" in as_expected
-    assert "The huge step hurt the cheap traces" in as_expected and "from 100 to 900" in as_expected
-    assert "the corrections that fix them are sparse" in as_expected and "file for 10 steps" in as_expected
-    contrary = T.takeaways(f32_lost=600, scenarios=_scenarios(lr_exact=False, huge_caught=False, huge_wrong=50,
-                                                              huge_bf16=0.9999), **kw)
-    assert "did not leave the exact trace exact" in contrary and "tests the checks" not in contrary
-    assert "the lr check caught the changed lr, the update check missed the huge step" in contrary
-    assert "The huge step did not hurt the cheap traces" in contrary and "not sparse here" in contrary
-    assert "file for" not in contrary
-    assert "**bit-identical** to the start, and the samples came back" in as_expected and "True" not in as_expected
-    assert "flagged irreversible." in as_expected and "**not** flagged" not in as_expected
-    broken = T.takeaways(f32_lost=10, scenarios=_scenarios(), **{**kw, "bit_identical": False, "samples_restored": False})
-    assert "**not** bit-identical to the start" in broken and "did **not** come back" in broken
