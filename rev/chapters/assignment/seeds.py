@@ -28,7 +28,7 @@ from ...measure.stats import LEVEL, mean_interval, t_quantile
 from ..shared.results import SEEDS_FILE  # under results/<profile>/: the losses, the effect's interval, the seed tie
 from .sizes import chapter_sizes
 from ..shared.runs import finished_run, profile_dir, train_run
-from ..shared.verdicts import HIGHER, LOWER, interval_side, seed_tie
+from ..shared.verdicts import HIGHER, LOWER, interval_side
 
 SEEDS_DIR = "seeds"          # under results/<profile>/: the replicas, one folder per run and seed
 ARMS = {"run1_baseline": "baseline", "run2_reversible_same_batch": "reversible"}

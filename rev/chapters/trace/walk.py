@@ -119,7 +119,6 @@ def _move(model: nn.Module, trace: Trace, to_step: int, optimizer: torch.optim.O
         raise ValueError(f"to_step={to_step} is outside the trace (steps 0..{trace.final_step})")
     start = locate(model, trace) if from_step is None else from_step
     if forward and to_step < start or not forward and to_step > start:
-        verb = "replay" if forward else "rollback"
         raise ValueError(f"model at step {start}, to_step={to_step}: use {'rollback' if forward else 'replay'}")
     if optimizer is not None and not trace.header.get("optimizer_state_kept", False):
         raise ValueError("this trace keeps no optimizer state: pass optimizer=None")
