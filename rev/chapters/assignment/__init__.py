@@ -27,9 +27,10 @@ from .noise import (NOISE_FILE, NOISE_SIZES, PREDICTION_NATS, measure_noise, noi
                     prediction_tolerance, trajectory, verdicts)
 from .recipe import CELLS, RECIPE, SWEEP_DIR, SWEEP_STEPS, Cell, plot_sweep, recipe_sweep, sweep_finding, sweep_steps
 from .arms import GRAD_AGREE, bench_row, paired_twin, save_bench, three_arms
-from .seeds import (SEEDS_DIR, SEEDS_FILE, load_spread, plot_seeds, replica_name, save_spread, seed_spread, seed_tie,
+from .seeds import (SEEDS_DIR, SEEDS_FILE, load_spread, plot_seeds, replica_name, save_spread, seed_spread,
                     seeds_reading, seeds_side, train_replicas)
 from .spending import Spending, Spent, memory_spent
+from ..shared.verdicts import seed_tie
 from .takeaways import (batch_lesson, depth_finding, max_batch_takeaways,
                         memory_spend_finding, spike_finding, stalled_start)
 from .exercises import (COMPARE_CASES, LINE_CASES, SEARCH_CASES, check_bisection, check_compare_speeds,
