@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..assignment.seeds import seeds_reading, seeds_side
 from ..assignment.spending import Spending, memory_spent
-from ..shared.results import (BASE, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val,
+from ..shared.results import (BASE, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, loss_and_time,
                               main_reversible_trunk, main_run, main_runs, max_batches_found, maxbatch_of, number,
                               published_reference)
 from ..shared.runs import bench_ratio
@@ -148,18 +148,21 @@ def throughput_line(base: pd.Series | None, rev: pd.Series | None, bench: dict |
 
 
 def not_won_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str | None:
-    """One line: what spending the saved memory did not win against run 2 at equal tokens (None when both paid or
-    neither was measured)."""
+    """One line: what spending the saved memory did not win against run 2 at equal tokens, and the run that ended
+    lowest at those tokens when it is not a reversible one (None when there is nothing the trunk did not win)."""
     spent = spent_of(df, maxbatch)
-    if spent is None:
+    missed = [a for a in spent.arms if a.side(spent.tie) != -1] if spent else []
+    race = loss_and_time(df).dropna(subset=["val_loss"])   # every main run at the one shared token count, lowest first
+    low = race.iloc[0] if len(race) and race.iloc[0]["run"] not in (REV, REV_MAX, REV_DEEP) else None
+    if not missed and low is None:
         return None
-    missed = [a for a in spent.arms if a.side(spent.tie) != -1]
-    if not missed:
-        return None
-    parts = "; ".join(f"on {a.what} ({a.size}) {'at least ' if a.gap.bound else ''}{a.gap.diff:+.3f} nats"
-                      for a in missed)
-    return (f"**Not won**: against run 2 at equal tokens, one seed each, spending the memory {parts}: no gain "
-            f"beyond the {spent.tie.nats:.3g}-nat tie on this token budget.")
+    parts = [f"on {a.what} ({a.size}) {'at least ' if a.gap.bound else ''}{a.gap.diff:+.3f} nats" for a in missed]
+    said = [f"spent against run 2 at equal tokens (one seed each, tie {spent.tie.nats:.3g} nats): "
+            + "; ".join(parts) + "."] if missed else []
+    if low is not None:
+        tokens, label, batch, loss = int(low["tokens"]), low["label"], low["batch"], low["val_loss"]
+        said.append(f"Lowest at {tokens:,} tokens: {label} (batch {batch}), {loss:.3f}.")
+    return "**Not won**: " + " ".join(said)
 
 
 def not_measured_line(df: pd.DataFrame) -> str:
