@@ -35,7 +35,7 @@ from ..base.progress import tqdm
 
 from .tokens import EOT, FORMAT, SPLITS, DataError, check_sequence_fits, sha256_file, load
 from ..base.cli import check_seed, folder_arg, seed_arg
-from ..base.files import read_json, shown_path
+from ..base.files import read_json
 from . import tinystories
 from .stories import story_at
 
@@ -494,8 +494,9 @@ def _prepare_profile(profile: Any, data_root: str | Path, progress: bool) -> tup
 
     def announce() -> None:
         size = f"~{profile.data_tokens:,} tokens, " if profile.data_tokens else ""
-        print(f"preparing the {profile.data_source} corpus of profile '{profile.name}' in {shown_path(out)} "
-              f"({size}vocabulary {profile.vocab_size}) ...", flush=True)
+        # the folder's name, not its path: this line lands in notebooks, where a machine's path is noise
+        print(f"preparing the {profile.data_source} corpus of profile {profile.name} in the data folder {out.name} "
+              f"({size}vocabulary {profile.vocab_size:,}) ...", flush=True)
 
     return _prepare(req, out, progress, announce, profile.seq_len)
 

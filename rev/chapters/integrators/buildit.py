@@ -337,8 +337,8 @@ def plot_drift(df: pd.DataFrame, ax=None, limit: float | None = None):
         ax.axhline(limit, color="k", ls=":", lw=1, label=f"trust limit {limit:g}")
     ax.axhline(floor, color="gray", lw=0.6)
     ax.text(df.depth.max(), floor * 1.6, "exactly 0 (drawn on the floor)", fontsize=8, color="gray", ha="right")
-    ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="relative error of the rebuilt input",
-           title="forward L layers, then invert them")
+    ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="relative rebuild error",
+           title="there and back")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return ax
@@ -383,8 +383,8 @@ def memory_slopes(df: pd.DataFrame, column: str = "activation_bytes") -> pd.Data
 def plot_memory(df: pd.DataFrame):
     """Two panels against depth: bytes kept for backward, and the measured peak of a forward + backward."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    titles = {"saved_bytes": "kept for backward (saved-tensor hooks)",
-              "activation_bytes": "peak of one forward + backward (rev.measure.memory)"}
+    titles = {"saved_bytes": "kept for backward",
+              "activation_bytes": "one step's peak"}
     for ax, (column, title) in zip(axes, titles.items()):
         for name, g in df.groupby("trunk", sort=False):
             ax.plot(g.depth, g[column] / MIB, "o-", color=COLORS.get(name), label=name)
@@ -429,101 +429,3 @@ def break_table(depth: int = 6, h: float = 0.5) -> pd.DataFrame:
     df = pd.DataFrame(rows).set_index("variant")
     df["memory check"] = df.iloc[:, 2] >= df.iloc[:, 3]
     return df
-
-
-# --- what the studies show, in words (computed, so a different run reads differently) ----------------------
-
-def _drift_slope(drift: pd.DataFrame, stream: str) -> float:
-    """Log-log slope of `stream`'s error against depth over depths > 1 with a nonzero error (nan if < 2)."""
-    g = drift[(drift.stream == stream) & (drift.depth > 1) & (drift.error > 0)]
-    return float(np.polyfit(np.log10(g.depth), np.log10(g.error), 1)[0]) if len(g) >= 2 else float("nan")
-
-
-def drift_lesson(drift: pd.DataFrame) -> str:
-    """Section 3's reading of the drift figure: how fast fp32's error grows with depth (log-log slope: above 1 is
-    faster than linear), how far below it fp64 runs (next to 2^29, the ratio of their unit roundoffs) and whether
-    that gap holds at every depth, and whether the fixed stream is exact at every depth."""
-    wide = drift.pivot(index="depth", columns="stream", values="error")
-    slope = _drift_slope(drift, "fp32")
-    growth = ("faster than linearly" if slope > 1.1 else "about linearly" if slope >= 0.9 else
-              "slower than linearly") if np.isfinite(slope) else "without a measurable trend"
-    parts = [f"The fp32 error grows {growth} with depth (log-log slope {slope:.1f} over depths above 1)."]
-    both = wide[(wide.index > 1) & (wide["fp64"] > 0)]
-    if len(both):
-        gap = both["fp32"] / both["fp64"]
-        steady = gap.max() / gap.min() <= 10
-        parts.append(f"fp64 runs {gap.median():.2g} times lower (median over depths; $2^{{29}}$ = {2 ** 29:.2g}), "
-                     + ("within a factor 10 at every depth: the same curve, shifted down." if steady else
-                        f"but the gap varies {gap.max() / gap.min():.2g}-fold with depth: not the same curve."))
-    fixed = drift[drift.stream == "fixed"].error
-    parts.append("The fixed stream is exact at every depth." if (fixed == 0).all() else
-                 f"The fixed stream is NOT exact: up to {fixed.max():.1e}.")
-    return " ".join(parts)
-
-
-def exercise_3_measured(drift: pd.DataFrame, memory: pd.DataFrame, limit: float, depth: int = 64,
-                        mem_depth: int | None = None) -> str:
-    """What this run measured for exercise 01b.3's two predictions: each stream's error at `depth` against `limit`
-    (and bit for bit or not), and the stored twin's activation memory over the Function's at `mem_depth` (the
-    deepest measured by default), with how each of the twin's columns grows with depth."""
-    at = drift[drift.depth == depth].set_index("stream").error
-    streams = "; ".join(f"{s} {'exactly 0, bit for bit' if e == 0 else f'{e:.1e}'} "
-                        f"({'below' if e <= limit else 'ABOVE'} `RECON_LIMIT` = {limit:g})" for s, e in at.items())
-    mem_depth = mem_depth or int(memory.depth.max())
-    peak = memory.pivot(index="depth", columns="trunk", values="activation_bytes")
-    saved = memory.pivot(index="depth", columns="trunk", values="saved_bytes")
-    rev_name, twin = TRUNKS
-    ratio = peak.loc[mem_depth, twin] / peak.loc[mem_depth, rev_name]
-    lo, hi = int(peak.index.min()), int(peak.index.max())
-    where = "roughly 1" if ratio < 1.5 else f"roughly {mem_depth}" if ratio > 0.67 * mem_depth \
-        else f"in between 1 and {mem_depth}"
-    grows = {what: table.loc[hi, name] / table.loc[lo, name]
-             for what, table, name in (("saved", saved, twin), ("peak", peak, twin), ("free", peak, rev_name))}
-    return (f"**This run.** After {depth} layers forward and back: {streams}. At depth {mem_depth} the stored "
-            f"twin's measured activation memory is {ratio:.1f}x the Function's: {where}. From depth {lo} to {hi} "
-            f"({hi / lo:g}x the layers) the stored twin's saved bytes grow {grows['saved']:.2g}x and its measured "
-            f"peak {grows['peak']:.2g}x; the Function's peak {grows['free']:.2g}x.")
-
-
-def memory_is_flat(memory: pd.DataFrame, tolerance: float = 0.01) -> bool:
-    """Does the memory-free Function's measured activation memory stay flat in depth: its bytes per layer at most
-    `tolerance` of the stored twin's?"""
-    slopes = memory_slopes(memory)
-    rev_name, twin = TRUNKS
-    return abs(slopes.bytes_per_layer[rev_name]) <= tolerance * abs(slopes.bytes_per_layer[twin])
-
-
-# --- takeaways ---------------------------------------------------------------------------------------------
-
-def takeaways(errors: pd.DataFrame, drift: pd.DataFrame, memory: pd.DataFrame, evaluations: dict[str, float],
-              core_errors: pd.DataFrame) -> str:
-    """The notebook's closing Markdown, every number taken from the runs above."""
-    worst, core_worst = summarise_errors(errors), max(summarise_errors(core_errors).values())
-    deep = int(drift.depth.max())
-    at = drift[drift.depth == deep].set_index("stream").error
-    slopes = memory_slopes(memory)
-    dmax = int(memory.depth.max())
-    last = memory[memory.depth == dmax].set_index("trunk").activation_bytes
-    rev_name, twin = TRUNKS
-    fixed_zero = bool((drift[drift.stream == "fixed"].error == 0).all())
-    return "\n".join([
-        "### Takeaways",
-        f"- **Backward without activations.** Forward keeps only the final $(y, z)$; backward rebuilds each layer's "
-        f"input with $z = z' - hG(y')$, $y = y' - hF(z)$ and backpropagates each update as it undoes it. In float64 "
-        f"the gradients match the stored twin to {worst['input grad']:.1e} (input) and {worst['param grads']:.1e} "
-        f"(parameters), allowed {GRAD_RTOL:g}.",
-        f"- **The price is one extra forward.** Per layer, one forward + backward evaluates the MLPs "
-        f"{evaluations[rev_name]:.0f} times memory-free against {evaluations[twin]:.0f} times stored.",
-        ("- **Memory is flat in depth.**" if memory_is_flat(memory) else "- **Memory grows with depth for both.**")
-        + " Measured activation memory grows by "
-        f"{slopes.bytes_per_layer[twin] / 2 ** 10:.0f} KiB per layer for the stored twin and by "
-        f"{slopes.bytes_per_layer[rev_name] / 2 ** 10:.1f} KiB for the memory-free Function; at depth {dmax}: "
-        f"{last[twin] / MIB:.1f} MiB against {last[rev_name] / MIB:.2f} MiB "
-        f"({last[twin] / last[rev_name]:.1f}x).",
-        f"- **Exactness is the stream's business.** After {deep} layers forward and back the rebuilt input is off by "
-        f"{at['fp32']:.1e} on the fp32 stream and {at['fp64']:.1e} on fp64; the fixed stream "
-        + ("is exact at every depth." if fixed_zero else "missed at some depth, so a block was not recomputed "
-           "bit-identically."),
-        f"- **One Function for every integrator.** `rev.core.reversible` does the same through the additive-update "
-        f"contract of `rev.core.integrators`; on this trunk its gradients match the stored twin to {core_worst:.1e}.",
-    ])

@@ -6,8 +6,8 @@
 * `check_function`             -- exercise 01b.1: the learner's memory-free Function gives the stored twin's
                                   gradients in float64 and keeps nothing per layer.
 
-Each check raises `AssertionError` with a message that says what is wrong and what to try, and returns one line
-saying what it verified.
+Each check raises `AssertionError` with a short message that says what to look at (the exercise's text and its
+answer say why), and returns one line saying what it verified.
 """
 from __future__ import annotations
 
@@ -45,22 +45,15 @@ def check_euler_there_and_back(there_and_back: Callable[[Tensor, Callable, float
     defects = []
     for h in hs:
         back = there_and_back(x.clone(), field, float(h))
-        assert isinstance(back, Tensor) and back.shape == x.shape, (
-            f"return x_back as a tensor shaped like x {tuple(x.shape)}, got {type(back).__name__} "
-            f"{tuple(getattr(back, 'shape', ()))}")
+        assert isinstance(back, Tensor) and back.shape == x.shape, f"return x_back shaped like x {tuple(x.shape)}"
         defects.append(_rms(back - x))
     defects = np.array(defects)
-    assert defects.max() > 1e-10, (  # rounding alone stays far below this
-        "x_back equals x exactly: on the way back you used f(x), which a backward step does not know. "
-        "Step back from x1 = x + h f(x) with -h, evaluating f at x1.")
+    # rounding alone stays far below 1e-10: an exact x_back used f(x), which a backward step does not know
+    assert defects.max() > 1e-10, "x_back equals x: step back from x1 = x + h f(x) with -h, evaluating f at x1"
     slope = fit_loglog_slope(hs, defects)[0]
-    assert abs(slope - 2) < 0.1, (
-        f"the defect falls off with log-log slope {slope:.2f}, not 2. Slope 1 means a first-order miss: "
-        f"check that you return x1 - h f(x1) (not x1, nor x1 - h f(x1) with a different h).")
+    assert abs(slope - 2) < 0.1, f"defect slope {slope:.2f}, not 2: return x1 - h f(x1), with x1 = x + h f(x)"
     reference = euler_defect(field, x, hs, "fp64").defect
-    assert np.allclose(defects, reference, rtol=1e-6), (
-        f"the slope is right but the defect differs from rev's Euler step (+h, then -h) by up to a factor "
-        f"{np.max(defects / reference):.3g}: compute x1 = x + h * f(x), then x_back = x1 - h * f(x1).")
+    assert np.allclose(defects, reference, rtol=1e-6), f"slope 2, but {np.max(defects / reference):.3g}x rev's defect"
     return f"defect slope {slope:.2f} for h from {hs[0]:g} to {hs[-1]:g}, equal to rev's Euler stepped +h then -h"
 
 
@@ -72,16 +65,13 @@ LeapfrogInverse = Callable[[Tensor, Tensor, Callable, float, Callable], tuple[Te
 def _leapfrog_hint(got: Tensor, cur: Tensor, nxt: Tensor, f: Callable, h: float) -> str:
     """Name the usual mistake, by comparing the learner's x_prev with what each mistake would give."""
     st = get_stream("fixed")
-    mistakes = [(st.sub(nxt, f(cur), h), "the coefficient: a leapfrog layer (after layer 0) jumps over x_curr, "
-                                          "so it added 2h f(x_curr), not h f(x_curr)"),
-                (st.add(nxt, f(cur), 2 * h), "the sign: undo the update by subtracting it"),
-                (st.sub(nxt, f(nxt), 2 * h), "where f is evaluated: the update used f(x_curr), which you still "
-                                             "have, not f(x_next)")]
+    mistakes = [(st.sub(nxt, f(cur), h), "the coefficient: after layer 0 it is 2h"),
+                (st.add(nxt, f(cur), 2 * h), "the sign: subtract the update"),
+                (st.sub(nxt, f(nxt), 2 * h), "where f is evaluated: at x_curr")]
     for wrong, why in mistakes:
         if torch.equal(got, wrong):
             return "Look at " + why + "."
-    return ("Undo the update x_next = x_prev + 2h f(x_curr) with the stream's own subtraction: "
-            "sub(x_next, f(x_curr), 2 * h).")
+    return "Undo x_next = x_prev + 2h f(x_curr) with sub(x_next, f(x_curr), 2 * h)."
 
 
 def check_leapfrog_inverse(leapfrog_inverse: LeapfrogInverse, depth: int = 16, h: float = 0.1) -> str:
@@ -97,12 +87,10 @@ def check_leapfrog_inverse(leapfrog_inverse: LeapfrogInverse, depth: int = 16, h
     for layer in reversed(range(1, depth)):  # layer 0 is the Euler starter, with coefficient h
         (cur, nxt), (want_prev, _) = states[layer + 1], states[layer]
         got = leapfrog_inverse(cur, nxt, f, h, st.sub)
-        assert isinstance(got, tuple) and len(got) == 2, f"return the pair (x_prev, x_curr), got {type(got).__name__}"
+        assert isinstance(got, tuple) and len(got) == 2, "return the pair (x_prev, x_curr)"
         prev, same = got
-        assert prev.dtype == torch.int64, (
-            f"x_prev is {prev.dtype}, but the fixed stream stores int64: do the subtraction with `sub`, which "
-            f"rounds the increment to the grid exactly as the forward step's `add` did")
-        assert torch.equal(same, cur), "the second element is x_curr, handed back unchanged"
+        assert prev.dtype == torch.int64, f"x_prev is {prev.dtype}, not the fixed stream's int64: subtract with sub"
+        assert torch.equal(same, cur), "hand x_curr back unchanged"
         if not torch.equal(prev, want_prev):
             off = _rms(st.decode(prev, torch.float64) - st.decode(want_prev, torch.float64))
             raise AssertionError(f"at layer {layer}, x_prev is off by RMS {off:.3g}. "
@@ -110,7 +98,7 @@ def check_leapfrog_inverse(leapfrog_inverse: LeapfrogInverse, depth: int = 16, h
     state = states[-1]
     for _ in range(depth - 1):  # and chained: the whole walk down to layer 1, each step on the last one's output
         state = leapfrog_inverse(*state, f, h, st.sub)
-    assert all(torch.equal(a, b) for a, b in zip(state, states[1])), "chained, the inverse walk drifts"
+    assert all(torch.equal(a, b) for a, b in zip(state, states[1])), "chained, the walk drifts"
     return f"undid {depth - 1} leapfrog layers of rev's forward walk on the fixed stream bit for bit"
 
 
@@ -120,17 +108,12 @@ def check_function(function: type[torch.autograd.Function], depth: int = 6, h: f
     """Exercise 01b.1: `function` gives the stored twin's output and gradients in float64 (rtol
     `GRAD_RTOL`) and keeps only the final state, whatever the depth. Raises AssertionError with a hint."""
     worst = summarise_errors(gradient_errors(function_trunk(function), *exercise_trunk(depth), h))
-    hints = {"output": "the forward pass itself: y' = y + h F(z), then z' = z + h G(y') with the NEW y",
-             "input grad": "dL/dy0 and dL/dz0: each update t' = t + h net(s) passes grad(t') on to t unchanged "
-                           "and adds h * grad(t') pulled back through net to s; undo z' before y'",
-             "param grads": "the parameter gradients: return them block by block, F's before G's, in the order "
-                            "of block.parameters(), and accumulate nothing across layers"}
+    hints = {"output": "z' = z + h G(y') uses the new y",
+             "input grad": "undo z' before y'",
+             "param grads": "block by block, F's before G's"}
     for what, err in worst.items():
-        assert err <= GRAD_RTOL, (f"{what} is off by a relative error {err:.2e} (allowed {GRAD_RTOL:g}) against "
-                                  f"the stored twin in float64. Check {hints[what]}.")
+        assert err <= GRAD_RTOL, f"{what} off by {err:.2e} (allowed {GRAD_RTOL:g}): {hints[what]}"
     shallow, deep = saved_bytes_at(function, (2, 3 * depth), h)
-    assert deep <= shallow, (f"forward saves {shallow} bytes for backward at depth 2 but {deep} at depth "
-                             f"{3 * depth}: save only the final (y, z) with ctx.save_for_backward(y, z), nothing per "
-                             f"layer, and rebuild the rest in backward")
+    assert deep <= shallow, f"{deep:,} bytes saved at depth {3 * depth}, {shallow:,} at 2: save only (y, z)"
     return (f"output, input and parameter gradients match the stored twin to {max(worst.values()):.1e} "
             f"(float64); forward keeps {shallow} bytes at depth 2 and {deep} at depth {3 * depth}.")

@@ -11,8 +11,8 @@ integrator; this module only chooses fields, runs them, and measures:
 * `euler_defect`          -- ordinary Euler stepped with +h then -h: the O(h^2) defect,
 * `add_sub_check`         -- how often, and by how much, `(a + b) - b != a` on each stream,
 
-Figures and the explorer live in `rev.chapters.integrators.toy_plots`; the notebook's exercise checks and takeaways in
-`rev.chapters.integrators.toy_lessons`.
+Figures and the explorer live in `rev.chapters.integrators.toy_plots`; the notebook's exercise checks in
+`rev.chapters.integrators.exercises`.
 
 The toy tensors are tiny (a few hundred points in a few dimensions), so all loops run on one thread:
 with more, every small op pays thread-pool synchronisation and gets slower, not faster.

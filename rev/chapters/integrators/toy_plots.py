@@ -53,7 +53,7 @@ def band_panels(studies: dict[tuple[str, str], DepthStudy | StepStudy],
             st = studies[name, s]
             if isinstance(st, DepthStudy):
                 x_band, x_dots, what = np.arange(1, len(st.lower) + 1), st.depths, "depth L"
-                title = f"{name}: forward L steps, then inverse (h = {st.h:g})"
+                title = f"{name}, h = {st.h:g}: round trip"
             else:
                 x_band, x_dots, what = st.hs, st.hs, "step size h"
                 title = f"{name}: depth L = {st.depth}"
@@ -65,7 +65,7 @@ def band_panels(studies: dict[tuple[str, str], DepthStudy | StepStudy],
         ax.text(0.35, 0.45, zero_note("fixed", studies[name, "fixed"].measured),
                 transform=ax.transAxes, color=STREAM_COLORS["fixed"])
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("RMS error of the rebuilt input")
+    axes[0].set_ylabel("RMS round-trip error")
     band_legend(axes[0], STREAM_COLORS, fontsize=8, loc="upper left")
     return fig
 
@@ -90,14 +90,14 @@ def parasitic_figure(decay: ParasiticMode, osc: ParasiticMode, root_runs: Sequen
         nn = run.n[:-1]
         axes[1].semilogy(nn, run.parasitic, "o", ms=3, color=color, label=f"{label}: measured |p_n|/|mu- - mu+|")
         axes[1].semilogy(nn, run.parasitic_predicted, "-", color=color, alpha=0.6, label=rf"{label}: $|B||\mu_-|^n$")
-    axes[1].set(xlabel="step n", ylabel="parasitic amplitude", title="the parasitic mode alone")
+    axes[1].set(xlabel="step n", ylabel="parasitic amplitude", title="parasitic mode alone")
     grid = np.linspace(0.01, 0.6, 100)
     roots = np.array([leapfrog_roots(h, lam) for h in grid])
     axes[2].plot(grid * lam, np.abs(roots[:, 1]), "-", color=palette.MEASURES[1], label=r"$|\mu_-|$ (parasitic)")
     axes[2].plot(grid * lam, np.abs(roots[:, 0]), "-", color=palette.MEASURES[3], label=r"$|\mu_+|$ (physical)")
     axes[2].plot(grid * lam, 1 + grid * lam, "k:", label=r"$1 + h\lambda$")
     axes[2].plot([r.h * lam for r in root_runs], [r.growth_fit for r in root_runs], "o", color=palette.MEASURES[1],
-                 label="measured growth of p_n")
+                 label="measured growth")
     axes[2].set(xlabel=r"h lambda", ylabel="|root|", title="roots of mu^2 + 2 h lambda mu - 1")
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -136,12 +136,12 @@ def explorer_figure(h: float = 0.1, depth: int = 256, stream: str = "fp32", fiel
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         if not any(shown):
-            ax.text(0.5, 0.5, "every error is exactly 0", transform=ax.transAxes, ha="center")
+            ax.text(0.5, 0.5, "all errors exactly 0", transform=ax.transAxes, ha="center")
     ax0.set_xscale("log")
-    ax0.set(xlabel="depth L", ylabel="RMS input error after forward + inverse",
-            title=f"round trip, stream={stream}, h={h:g}")
-    ax1.set(xlabel="layer l (the inverse walks from L down to 0)", ylabel="RMS error of layer l",
-            title=f"one inverse walk from L={depth}")
+    ax0.set(xlabel="depth L", ylabel="RMS round-trip error",
+            title=f"round trip, {stream}, h={h:g}")
+    ax1.set(xlabel="layer l", ylabel="layer's RMS error",
+            title=f"walking back from {depth}")
     fig.tight_layout()
     return fig
 

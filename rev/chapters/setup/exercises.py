@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Callable
 
 from ...data.tokens import DataError, load
-from ...core.optim import WARMUP_FLOOR_STEPS
 from ...base.profiles import PROFILES
 from ...training.loop import TrainConfig, plan_run
 from .lessons import swapped_copy, tiny_corpora
@@ -28,12 +27,10 @@ def check_plan_steps(plan_steps: Callable[[int, int, int, int], tuple[int, int]]
             plan = plan_run(TrainConfig(profile=prof.name, batch_size=batch))
             got = plan_steps(prof.train_tokens, prof.warmup_tokens, batch, prof.seq_len)
             want = (plan.steps, plan.warmup_steps)
-            assert tuple(got) == want, (
-                f"profile {prof.name!r} at batch {batch} (seq_len {prof.seq_len}, {prof.train_tokens:,} tokens, "
-                f"warm-up {prof.warmup_tokens:,}): you give (steps, warm-up) = {tuple(got)}, training runs {want}. "
-                f"A step consumes batch_size * seq_len tokens and only whole steps run; warm-up is counted the "
-                f"same way but lasts at least WARMUP_FLOOR_STEPS ({WARMUP_FLOOR_STEPS}) steps, and never longer "
-                f"than the run.")
+            # the exercise's text states the rules (whole steps; a warm-up of at least WARMUP_FLOOR_STEPS, at most
+            # the run); the message gives the case to retrace
+            assert tuple(got) == want, (f"plan_steps({prof.train_tokens}, {prof.warmup_tokens}, {batch}, "
+                                        f"{prof.seq_len}) = {tuple(got)}, want {want}")
             cases += 1
     return f"(steps, warm-up steps) match plan_run in {cases} cases."
 
@@ -47,16 +44,13 @@ def check_swapped_reading(read_with: Callable[[Path, Path, int], str], n: int = 
         ids = data.array("train")[:n]
         right = {data.decode(ids, skip_special=skip) for skip in (True, False)}  # with or without <|endoftext|>
         mine = read_with(ours, ours, n)
-        assert mine in right, (f"read_with(ours, ours) should give the corpus's own text {min(right)[:50]!r}..., "
-                               f"got {str(mine)[:50]!r}...: read the first n ids of token_folder/train.bin as "
-                               f"uint16 and decode them with Tokenizer.from_file(tokenizer_folder/'tokenizer.json')")
+        assert mine in right, f"read_with(ours, ours) gave {str(mine)[:40]!r}, not the corpus's own text"
         swapped = read_with(other, ours, n)
-        assert swapped not in right, ("read_with(other, ours) gave the text of the right tokenizer: decode with "
-                                      "the tokenizer of the first argument, not the one beside the token files")
+        assert swapped not in right, "read_with(other, ours) decoded with the right tokenizer, not other's"
         mixed = swapped_copy(ours, other, Path(tmp) / "mixed")
         try:
             load(mixed)
         except DataError as e:
             why = str(e).replace(f"{mixed}/", "")[:64]
             return f"the wrong tokenizer reads {swapped[:36]!r}...; load refuses the mixed folder: {why}..."
-    raise AssertionError("load accepted a folder whose tokenizer.json came from another corpus")
+    raise AssertionError("load accepted another corpus's tokenizer.json")

@@ -1,26 +1,20 @@
-"""Notebook 00 (setup): what a corpus looks like in tokens, what `load` refuses, and the notebook's takeaways.
+"""Notebook 00 (setup): what a corpus looks like in tokens, what `load` refuses, and the tokens' frequencies.
 
 The two tiny corpora made here (`tiny_corpora`, and `swapped_copy` for the mixed-up folder) serve both
 `what_load_refuses` and the exercise checks in `exercises`, so neither needs the profile's data nor a network.
 """
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 from ...data.corpus import prepare
 from ...data.tokens import DataError, TokenData, load
-from ...base.device import describe
-from ...base.profiles import Profile
-from ...training.loop import TrainConfig, plan_run
 
 _TINY = ((300, 1), (400, 2))     # (vocabulary, seed) of the two tiny corpora: different merges, different ids
-ACCEPTED = "accepted (this is a bug)"  # what `what_load_refuses` records when `load` refuses nothing
+ACCEPTED = "accepted: a bug"  # what `what_load_refuses` records when `load` refuses nothing
 
 
 def corpus_facts(data: TokenData) -> dict[str, float]:
@@ -65,53 +59,24 @@ def what_load_refuses(data: TokenData) -> dict[str, str]:
     another corpus, a truncated token file (the last two on a tiny corpus, so nothing big is copied)."""
     errors = {}
 
-    def refused(case: str, call: Callable[[], object], hide: str = "") -> None:
+    def refused(case: str, call: Callable[[], object], folder: Path | None = None) -> None:
         try:
             call()
             errors[case] = ACCEPTED
-        except DataError as e:
-            errors[case] = str(e).replace(hide, "")   # temporary folders are noise to a reader
+        except DataError as e:   # a temporary folder's path is noise to a reader: name the files alone
+            text = str(e)
+            errors[case] = text if folder is None else text.replace(f"{folder}/", "").replace(str(folder), "its folder")
 
-    refused(f"model vocabulary {data.vocab_size // 2} < corpus {data.vocab_size}",
+    refused(f"model vocabulary {data.vocab_size // 2:,} < corpus {data.vocab_size:,}",
             lambda: load(data.path, model_vocab_size=data.vocab_size // 2, verify=False))
     with tempfile.TemporaryDirectory() as tmp:
         ours, other = tiny_corpora(tmp)
         mixed = swapped_copy(ours, other, Path(tmp) / "mixed")
-        refused("tokenizer.json from another corpus", lambda: load(mixed), f"{tmp}/")
+        refused("tokenizer.json from another corpus", lambda: load(mixed), mixed)
         with open(ours / "val.bin", "r+b") as f:
             f.truncate(f.seek(0, 2) - 2)
-        refused("val.bin one token short", lambda: load(ours), f"{tmp}/")
+        refused("val.bin one token short", lambda: load(ours), ours)
     return errors
-
-
-def takeaways(prof: Profile, data: TokenData, used: str, device: torch.device, dtype: torch.dtype | None,
-              refusals: dict[str, str] | None = None) -> str:
-    """The notebook's closing bullets, from what it measured (`refusals`: what `what_load_refuses` returned)."""
-    plan = plan_run(TrainConfig(profile=prof.name))
-    facts = corpus_facts(data)
-    reach = token_reach(data)
-    accepted = [case for case, error in (refusals or {}).items() if error == ACCEPTED]
-    if refusals is None:
-        load_line = "- `load` checks that tokenizer, token files and model vocabulary belong together."
-    elif accepted:
-        load_line = (f"- `load` ACCEPTED {len(accepted)} of {len(refusals)} mix-ups it should refuse: "
-                     f"{', '.join(accepted)}.")
-    else:
-        load_line = (f"- `load` refused all {len(refusals)} mix-ups tried here (tokenizer, token files and model "
-                     f"vocabulary that do not belong together), each with a message that says what to do.")
-    return "\n".join([
-        f"- This machine trains on {describe(device, dtype)}.",
-        f"- Profile `{prof.name}`: a {prof.n_layer}-layer, d={prof.d_model} GPT on {used} data "
-        f"({data.n_tokens('train'):,} training tokens, vocabulary {data.vocab_size}).",
-        f"- The BPE packs {facts['characters per token']:.2f} characters into a token ({reach['words per token']:.2f} "
-        f"of a {reach['characters per word']:.1f}-character word: {reach['a token covers']}), so a story is about "
-        f"{facts['tokens per story']:.0f} tokens.",
-        f"- Each run sees {prof.train_tokens:,} tokens = {plan.steps} steps of {plan.batch_size} x "
-        f"{prof.seq_len} tokens ({plan.warmup_steps} of them warm-up).",
-        f"- The loss to beat: {data.unigram_loss():.2f} nats/token for a context-free model "
-        f"({math.log(data.vocab_size):.2f} for a uniform guess).",
-        load_line,
-    ])
 
 
 def plot_token_frequencies(data: TokenData, top_words: int = 4):

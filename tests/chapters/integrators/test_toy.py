@@ -163,7 +163,7 @@ def test_bad_names_and_depths(field, x0):
         toy.make_tanh_field(dim=1)
 
 
-# --- exercise checks and takeaways of notebook 01 (rev.chapters.integrators.toy_lessons), figures (rev.chapters.integrators.toy_plots) --------
+# --- exercise checks of notebook 01 (rev.chapters.integrators.exercises), figures (rev.chapters.integrators.toy_plots) --------
 
 def test_walks_are_named_apart_from_core_run_forward():
     import rev.core.reversible as core
@@ -202,73 +202,17 @@ def test_leapfrog_exercise_check_passes_and_names_the_mistake():
         check_leapfrog_inverse(lambda cur, nxt, f, h, sub: (nxt - 2 * h * f(cur), cur))
 
 
-def test_survival_verdicts(field, x0):
-    from rev.chapters.integrators.toy_lessons import survival
-
-    verdict = survival(field, x0, 0.1, depth=16)["verdict"]
-    assert (verdict.xs("fixed", level="stream") == "bit for bit").all()
-    assert (verdict.xs("fp64", level="stream") == "below 1e-12").all()
-    assert (verdict.xs("fp32", level="stream") == "below 0.01").all()
-
-
-def test_takeaways_and_figures_from_small_runs(field, x0):
-    from rev.chapters.integrators.toy_lessons import takeaways
-
+def test_figures_from_small_runs(field, x0):
     depth = {(n, s): toy.depth_study(n, field, x0, 0.1, [2, 8], s) for n in REVERSIBLE for s in toy.STREAMS}
     step = {(n, s): toy.step_study(n, field, x0, [0.05, 0.2], 8, s) for n in REVERSIBLE for s in toy.STREAMS}
     decay, osc = toy.parasitic_mode(1.0, 0.1, 40), toy.parasitic_mode(2j, 0.1, 40)
-    one = {s: toy.add_sub_check(s, 1.0, 2000) for s in toy.STREAMS}
-    text = takeaways(toy.euler_defect(field, x0, [1e-3, 1e-2]), {"fp64": [1e-17], "fixed": [0.0]}, one, depth, step,
-                     decay, osc, "smoke", 1.0)
-    assert text.count("\n- ") == 5 and "exactly 0 at every depth and every h" in text and "nan" not in text
-    depth["leapfrog", "fixed"].measured[-1] = 1e-9   # a fixed walk that missed: the text must say so
-    text = takeaways(toy.euler_defect(field, x0, [1e-3, 1e-2]), {"fp64": [1e-17], "fixed": [0.0]}, one, depth, step,
-                     decay, osc, "smoke", 1.0)
-    assert "not exactly 0 at some depth (" in text and "every h" not in text
     for fig in (toy_plots.band_panels(depth), toy_plots.band_panels(step),
                 toy_plots.parasitic_figure(decay, osc, [decay])):
         assert len(fig.axes) >= 2
         matplotlib.pyplot.close(fig)
 
 
-# --- what the text says is computed from what the figures draw (fed contradicting inputs, it says otherwise) ----
-
-def _depth_study(stream: str, at1: float, name: str = "leapfrog") -> toy.DepthStudy:
-    depths = np.array([1, 2])
-    zeros = np.zeros(2)
-    return toy.DepthStudy(name, stream, 0.1, depths, np.array([at1, 2 * at1]), zeros, zeros, zeros, zeros)
-
-
-def test_starter_lesson_reads_the_plotted_first_point():
-    from rev.chapters.integrators.toy_lessons import starter_lesson
-
-    measured = {("leapfrog", "fp32"): _depth_study("fp32", 1.2e-8), ("leapfrog", "fixed"): _depth_study("fixed", 0.0)}
-    text = starter_lesson(measured)
-    assert "fp32 1.2e-08" in text and "fixed exactly 0" in text and "subtraction" in text
-    assert "On fp32 that one subtraction already rounds" in text and "On fixed it gives $x$ back" in text
-    # a stream whose first point is 0 is called exact; one whose first point is not is not
-    flipped = {("leapfrog", "fp32"): _depth_study("fp32", 0.0), ("leapfrog", "fixed"): _depth_study("fixed", 3e-9)}
-    text = starter_lesson(flipped)
-    assert "On fixed that one subtraction already rounds" in text and "On fp32 it gives $x$ back" in text
-    assert "copies" not in text
-
-
-def test_figure_notes_follow_the_values_drawn(field, x0):
-    from rev.chapters.integrators.toy_lessons import add_sub_lesson, integrators_compared, roundtrip_lesson, survival
-
+def test_zero_note_follows_the_values_drawn():
     assert toy_plots.zero_note("fixed", [0.0, 0.0]).startswith("fixed: exactly 0")
     assert "NOT exactly 0" in toy_plots.zero_note("fixed", [0.0, 2e-9]) and "2.0e-09" in toy_plots.zero_note(
         "fixed", [0.0, 2e-9])
-    assert "fixed: exactly 0 at every h" in roundtrip_lesson({"fp64": [1e-17, 3e-17], "fixed": [0.0]})
-    assert "NOT 0" in roundtrip_lesson({"fp64": [1e-17], "fixed": [1e-9]})
-    one = {s: toy.add_sub_check(s, 1.0, 2000) for s in toy.STREAMS}
-    text = add_sub_lesson(one)
-    assert "about equally *often*" in text and "about $2^{29}$" in text and "it never misses" in text
-    odd = dict(one, fp64=toy.AddSubCheck("fp64", 1.0, one["fp32"].fail_fraction / 3, one["fp32"].rms_error / 10),
-               fixed=toy.AddSubCheck("fixed", 1.0, 0.01, 1e-12))
-    text = add_sub_lesson(odd)
-    assert "at different rates" in text and "not close to $2^{29}$" in text and "should never miss" in text
-    table = survival(field, x0, 0.1, depth=8)
-    assert "Alike on every stream" in integrators_compared(table)
-    table.loc[("reveuler", "fp32"), "error"] *= 10
-    assert "NOT alike" in integrators_compared(table)

@@ -1,13 +1,11 @@
-"""Notebook 00's computed sentences (rev.chapters.setup.lessons): how far a token reaches, and what `load` refused, read from
-the data and the refusals, so different inputs read differently."""
+"""Notebook 00's measurements (rev.chapters.setup.lessons): how far a token reaches, what `load` refuses, the tokens'
+frequencies."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from rev.chapters.setup import lessons as setup
 from rev.data.tokens import load
-from rev.base.profiles import get_profile
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +39,11 @@ def test_token_reach_reads_the_ratio_off_the_corpus():
     assert setup.token_reach(_Stub(words, 2.0))["words per token"] == pytest.approx(2.0 / (43 / 11), rel=0.01)
 
 
-def test_takeaways_say_what_load_refused(tiny):
-    prof = get_profile("smoke")
-    device = torch.device("cpu")
-    refused = {"a": "the model's vocabulary is too small", "b": "hash differs", "c": "truncated"}
-    text = setup.takeaways(prof, tiny, "synthetic", device, None, refused)
-    assert "refused all 3 mix-ups" in text and "ACCEPTED" not in text
-    text = setup.takeaways(prof, tiny, "synthetic", device, None, dict(refused, b=setup.ACCEPTED))
-    assert "ACCEPTED 1 of 3 mix-ups it should refuse: b" in text and "refused all" not in text
-    reach = setup.token_reach(tiny)
-    assert f"{reach['words per token']:.2f} of a" in text and reach["a token covers"] in text
+def test_what_load_refuses_names_files_not_temporary_folders(tiny):
+    refusals = setup.what_load_refuses(tiny)
+    assert len(refusals) == 3 and setup.ACCEPTED not in refusals.values()
+    assert not any("/tmp" in error or "mixed/" in error or "tiny-v" in error for error in refusals.values()), refusals
+    assert "tokenizer.json" in refusals["tokenizer.json from another corpus"]
 
 
 def test_the_frequency_figure_ranks_the_counts_and_draws_the_uniform_share(tiny):
