@@ -13,16 +13,14 @@ from .models import (FRONTIER, FRONTIER_PLAN, GIB, H100_ASSUMED, LABELS, LN_STAT
                      evaluate, forward_flops, Geometry, Hardware, host_bytes, layer_bytes, offload_ratio, Plan,
                      plans_for, profile_geometry, recompute_overhead, static_bytes, with_flash, working_set_bytes)
 from .measure import (BY_NAME, SIZES, VARIANTS, build, chapter_sizes, check_leak, check_stored_block_bytes,
-                      checkpoint_attention, CheckpointedAttention, crossover_depth, depth_phrase, measure_point,
+                      checkpoint_attention, CheckpointedAttention, crossover_depth, measure_point,
                       measured_figure, model_check, models_figure, per_layer, per_token, predicted_crossover,
-                      ratio_text, Sizes, speed_ratio, summarise, sweep, takeaways, Variant, variants_for,
-                      wins_and_losses)
+                      Sizes, speed_ratio, summarise, sweep, Variant, variants_for)
 
 __all__ = ["FRONTIER", "FRONTIER_PLAN", "GIB", "H100_ASSUMED", "LABELS", "LN_STATS", "TECHNIQUES", "activation_bytes",
            "evaluate", "forward_flops", "Geometry", "Hardware", "host_bytes", "layer_bytes", "offload_ratio", "Plan",
            "plans_for", "profile_geometry", "recompute_overhead", "static_bytes", "with_flash", "working_set_bytes",
            "BY_NAME", "SIZES", "VARIANTS", "build", "chapter_sizes", "check_leak", "check_stored_block_bytes",
-           "checkpoint_attention", "CheckpointedAttention", "crossover_depth", "depth_phrase", "measure_point",
+           "checkpoint_attention", "CheckpointedAttention", "crossover_depth", "measure_point",
            "measured_figure", "model_check", "models_figure", "per_layer", "per_token", "predicted_crossover",
-           "ratio_text", "Sizes", "speed_ratio", "summarise", "sweep", "takeaways", "Variant", "variants_for",
-           "wins_and_losses"]
+           "Sizes", "speed_ratio", "summarise", "sweep", "Variant", "variants_for"]

@@ -19,7 +19,7 @@ import contextlib
 import math
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -35,7 +35,7 @@ from ...measure.memory import training_step_memory
 from ...base.profiles import ProfileLike, get_profile
 from . import models as M
 from ..shared.runs import round_ratio
-from ..shared.verdicts import TOO_NOISY, Spread, speed_verdict
+from ..shared.verdicts import Spread
 from ...base.units import MIB
 
 
@@ -350,22 +350,9 @@ def speed_ratio(rows: list[dict], a: str, b: str, depth: int, batch: int) -> Spr
     return round_ratio(ta, tb)
 
 
-def ratio_text(ratio: Spread | None, fallback: float) -> str:
-    """A speed ratio with its spread, and, when `verdicts.speed_verdict` cannot read it (too few rounds, or an
-    interval holding 1), that the difference is noise here."""
-    if ratio is None:
-        return f"{fallback:.2f}x"
-    noisy = f", {TOO_NOISY} whether it is slower" if speed_verdict(ratio) == TOO_NOISY else ""
-    rounds = f"{ratio.n} round" + ("s" if ratio.n != 1 else "")
-    return f"{ratio.value:.2f}x ({ratio.kind} {ratio.lo:.2f}-{ratio.hi:.2f}, {rounds}{noisy})"
-
-
-def _ratio(s: dict, a: str, b: str) -> str:
-    return ratio_text((s.get("ratio") or {}).get((a, b)), s["speed"][a] / s["speed"][b])
-
-
 def summarise(rows: list[dict], sizes: Sizes) -> dict:
-    """The measured facts the verdict quotes."""
+    """The measured facts notebook 07b tables: per-token and per-layer bytes, speeds at the deepest point and over
+    the batch sweep, interleaved speed ratios (`speed_ratio`), and the measured crossover depths."""
     tokens = per_token(rows, sizes)
     fits = per_layer(tokens)
     deep, b2 = max(sizes.depths), sizes.batches[1]
@@ -376,113 +363,6 @@ def summarise(rows: list[dict], sizes: Sizes) -> dict:
              if a in speed and b in speed}
     return dict(deep=deep, batch=b2, tokens=tokens, fits=fits, speed=speed, sweep_speed=sweep_speed, ratio=ratio,
                 cross={v: crossover_depth(tokens, v) for v in ("midpoint_rev", "reveuler_rev")})
-
-
-def wins_and_losses(s: dict, sizes: Sizes, gpt: M.Geometry, frontier: M.Geometry = M.FRONTIER,
-                    plan: M.Plan = M.FRONTIER_PLAN, on_cuda: bool = False, hw: M.Hardware = M.H100_ASSUMED) -> str:
-    """Where a reversible trunk wins and where it loses, as Markdown, every number from `s` and the models."""
-    t, f, deep = s["tokens"], s["fits"], s["deep"]
-    kib = lambda b: f"{b / 1024:.2f} KiB"  # noqa: E731
-    cross = " and ".join(f"{depth_phrase(c, deep)} ({BY_NAME[v].label})" for v, c in s["cross"].items())
-    lines = [f"**Depth.** Per layer and token this geometry keeps {kib(f['stored'][0])} stored, "
-             f"{kib(f['ckpt_attention'][0])} with the attention checkpointed, {kib(f['ckpt_block'][0])} with "
-             f"per-block checkpointing and {kib(f['reveuler_rev'][0])} in the reversible Euler trunk. At {deep} layers "
-             f"reversible Euler holds {t['stored'][deep] / t['reveuler_rev'][deep]:.1f}x less activation memory "
-             f"than stored and {t['ckpt_block'][deep] / t['reveuler_rev'][deep]:.2f}x less than per-block "
-             f"checkpointing. Measured, a reversible trunk holds less than per-block checkpointing {cross}: it "
-             f"only wins once the depth pays for its fixed working set."]
-    b_lo, b_hi = sizes.sweep_batches[0], sizes.sweep_batches[-1]
-    gain = {v: x[-1] / x[0] for v, x in s["sweep_speed"].items()}
-    scores = M.layer_bytes(frontier, "stored") / M.layer_bytes(frontier, "selective") - 1
-    lines.append(f"**Batch and sequence length.** Every technique's memory grows with the tokens in flight "
-                 f"(batch x sequence); reversibility removes the factor L, not the factor tokens. Without a fused "
-                 f"attention kernel the scores add 5as bytes per token and layer: at {frontier.name} that is "
-                 f"{scores:.1f}x the rest of the layer, the term selective recomputation removes for "
-                 f"{100 * M.recompute_overhead(frontier, 'selective'):.1f}% more compute.")
-    lines.append(f"**Compute against memory.** Here, at {deep} layers and batch {s['batch']}, reversible Euler runs at "
-                 f"{_ratio(s, 'reveuler_rev', 'stored')} the stored speed and "
-                 f"{_ratio(s, 'reveuler_rev', 'ckpt_block')} per-block checkpointing (midpoint "
-                 f"{_ratio(s, 'midpoint_rev', 'stored')} stored); the model says both recompute one forward, "
-                 f"+{100 * M.recompute_overhead(gpt, 'reversible'):.0f}% FLOPs for {gpt.name}. From batch {b_lo} to "
-                 f"{b_hi} the stored trunk's tokens/s changes {gain['stored']:.2f}x: "
-                 + _regime(gain["stored"]))
-    act = {k: M.activation_bytes(frontier, k, plan) / M.GIB for k in ("selective", "ckpt_block", "reversible")}
-    zero3 = M.static_bytes(frontier.n_params, replace(plan, zero=3), mixed=frontier.act_bytes == 2) / M.GIB
-    extra = M.recompute_overhead(frontier, "reversible") - M.recompute_overhead(frontier, "selective")
-    lines.append(f"**At frontier scale** ({frontier.name}, {plan.describe()}, micro-batch {frontier.micro_batch}): "
-                 f"activations per GPU are {act['selective']:.1f} GiB with selective recomputation (Korthikanti et "
-                 f"al.'s choice), {act['ckpt_block']:.1f} GiB with per-block checkpointing and "
-                 f"{act['reversible']:.1f} GiB reversible, beside {zero3:.1f} GiB of weights, gradients and "
-                 f"ZeRO-3-sharded Adam state, on a {hw.hbm_bytes / 1e9:.0f} GB GPU. Reversible saves "
-                 f"{act['selective'] - act['reversible']:.1f} GiB over selective for {100 * extra:.0f} points more "
-                 f"compute, and only {act['ckpt_block'] - act['reversible']:.2f} GiB over per-block checkpointing, "
-                 f"which recomputes as much: parallelism has already divided the activations by t and spread them "
-                 f"over p stages.")
-    ratio_gpt, ratio_f = M.offload_ratio(gpt, hw), M.offload_ratio(frontier, hw)
-    ratio_flash = M.offload_ratio(M.with_flash(frontier), hw)
-    where = "measured above" if on_cuda else "not measured here: on a CPU the activations already live in host memory"
-    lines.append(f"**Offload** ({where}). Moving a layer's activations out and back takes {ratio_gpt:.1f}x its "
-                 f"compute time for {gpt.name} and {ratio_f:.2f}x for {frontier.name} ({ratio_flash:.2f}x with a fused "
-                 f"attention kernel), on {hw.name}: offload hides behind compute only for wide layers, where FLOPs "
-                 f"per token grow as h^2 and bytes as h.")
-    depths = ", ".join(f"{depth_phrase(c, deep)} for {BY_NAME[v].label}" for v, c in s["cross"].items())
-    lines.append(f"**Verdict.** A reversible trunk wins when activation memory grows with depth and nothing else "
-                 f"divides it -- deep models on one device, memory-bound batches, long sequences with a fused "
-                 f"attention kernel -- and loses when the device is compute-bound (+"
-                 f"{100 * M.recompute_overhead(gpt, 'reversible'):.0f}% FLOPs), when the model is shallower than the "
-                 f"crossover with checkpointing ({depths} here), or when tensor, sequence and pipeline parallelism "
-                 f"already shrink the activations to {act['selective']:.1f} GiB per GPU with selective recomputation "
-                 f"at +{100 * M.recompute_overhead(frontier, 'selective'):.1f}% FLOPs. It also carries costs the "
-                 f"memory models omit: reconstruction error on fp32 streams (notebooks 06 and 09), no dropout inside "
-                 f"the trunk, and integrators that constrain the architecture.")
-    return "\n\n".join(lines)
-
-
-def _regime(gain: float) -> str:
-    """What the stored trunk's speed-up over the batch sweep says about the device."""
-    if gain >= 1.2:
-        return ("it still grows, so at these batches the device is not saturated and the larger batch that "
-                "reversibility frees memory for buys speed (memory-bound).")
-    if gain > 0.8:
-        return ("it is flat (within 20%), so the device is compute-bound at these batches and every recomputed "
-                "FLOP is lost throughput; a larger batch would not pay it back.")
-    return "it falls: larger batches leave the caches here, so nothing is gained by fitting more."
-
-
-def depth_phrase(depth: int | None, deepest: int) -> str:
-    return f"from depth {depth}" if depth else f"at no depth up to {deepest}"
-
-
-def takeaways(s: dict, checks: list[dict], gpt: M.Geometry, frontier: M.Geometry = M.FRONTIER,
-              plan: M.Plan = M.FRONTIER_PLAN) -> str:
-    f, t, deep = s["fits"], s["tokens"], s["deep"]
-    sel, ckpt, rev = (M.activation_bytes(frontier, k, plan) / M.GIB for k in ("selective", "ckpt_block", "reversible"))
-    ok, ws = sum(c["per_layer_ok"] for c in checks), sum(c["working_set_ok"] for c in checks)
-    working = ("" if ws == len(checks) else
-               f" The working-set model (about one stored layer, held once) matched {ws} of {len(checks)}: the "
-               f"frontier figures below add it unconfirmed, so their reversible-against-checkpointing gap rests on "
-               f"the per-layer term alone.")
-    here = {k: M.activation_bytes(gpt, k) / M.GIB for k in ("stored", "ckpt_block", "reversible")}
-    return "\n".join([
-        "### Takeaways",
-        f"* A stored block keeps {f['stored'][0]:.0f} bytes per token per layer here (16 values of width d plus "
-        f"statistics); per-block checkpointing keeps one stream value "
-        f"({f['ckpt_block'][0]:.0f} bytes), the reversible trunks keep none.",
-        f"* {ok} of {len(checks)} measured variants match their memory model per layer; the same formulas give "
-        f"Korthikanti et al.'s 34sbh + 5as^2b and its tensor/sequence-parallel splits." + working,
-        f"* Measured, reversible Euler holds less than per-block checkpointing "
-        f"{depth_phrase(s['cross']['reveuler_rev'], deep)}, midpoint "
-        f"{depth_phrase(s['cross']['midpoint_rev'], deep)}; at {deep} layers reversible Euler holds "
-        f"{t['stored'][deep] / t['reveuler_rev'][deep]:.1f}x less than stored, at "
-        f"{_ratio(s, 'reveuler_rev', 'stored')} its speed.",
-        f"* For {gpt.name} at its training batch, the models say {here['stored']:.3f} GiB of activations stored, "
-        f"{here['ckpt_block']:.3f} GiB with per-block checkpointing, {here['reversible']:.3f} GiB reversible.",
-        f"* At frontier scale ({frontier.name}, {plan.describe()}) selective recomputation already brings "
-        f"activations to {sel:.1f} GiB per GPU at +{100 * M.recompute_overhead(frontier, 'selective'):.1f}% FLOPs; "
-        f"a reversible trunk would save {sel - rev:.1f} GiB more for +"
-        f"{100 * M.recompute_overhead(frontier, 'reversible'):.0f}% FLOPs, {ckpt - rev:.2f} GiB more than "
-        f"per-block checkpointing at the same cost.",
-    ])
 
 
 # --- exercise checks -----------------------------------------------------------------------------------------
@@ -505,23 +385,20 @@ def _fits(variant: str, sizes: Sizes, prepare: Callable[[nn.Module], object] | N
 
 
 def check_stored_block_bytes(fn: Callable[[int, int], float]) -> str:
-    """Exercise 07b.1: `fn(d_model, n_head)` -> fp32 bytes per token per layer of a stored block."""
+    """Exercise 07b.1: `fn(d_model, n_head)` -> fp32 bytes per token per layer of a stored block, checked against
+    the measured slope at a small width and against `models.layer_bytes` at a wide one (so it must be a formula)."""
     measured, _ = _fits("stored", _EX)
     got = fn(_EX.d_model, _EX.n_head)
-    assert got is not None, "return a number of bytes"
+    assert got is not None, "return a number"
     got = float(got)
     d = _EX.d_model
-    assert abs(got - measured) <= 0.02 * measured, (
-        f"for d_model={d}, n_head={_EX.n_head} a stored block keeps {measured:,.0f} bytes per token (measured), "
-        f"you have {got:,.0f} = {got / (4 * d):.2f} fp32 values of width d. Count every tensor autograd saves: the "
-        f"inputs of both LayerNorms and of every Linear, Q, K and V, the attention output, the GELU input; a "
-        f"tensor that is the input of two operations counts once")
+    # the hint a wrong count needs: how many values of width d it amounts to (a stored block keeps 16)
+    assert abs(got - measured) <= 0.02 * measured, f"{got:,.0f} = {got / (4 * d):.2f}d; measured {measured:,.0f}"
     big = M.Geometry("check", 1, 1024, 16, 64, 1, 64)
     want = M.layer_bytes(big, "stored")
-    assert abs(float(fn(1024, 16)) - want) <= 0.02 * want, (
-        f"right at d_model={d} but not at d_model=1024, n_head=16 ({float(fn(1024, 16)):,.0f} vs {want:,.0f}): "
-        f"write the count as a formula in d_model and n_head")
-    return f"{got:,.0f} bytes per token per layer at d_model={d}, as measured ({measured:,.0f})."
+    wide = float(fn(1024, 16))
+    assert abs(wide - want) <= 0.02 * want, f"d_model=1024: {wide:,.0f}, want {want:,.0f}"
+    return f"{got:,.0f} bytes per token per layer at d_model={d}, measured {measured:,.0f}"
 
 
 def check_leak(fn: Callable[[nn.Module], object]) -> str:
@@ -531,11 +408,8 @@ def check_leak(fn: Callable[[nn.Module], object]) -> str:
     clean, _ = _fits("reveuler_rev", sizes)
     leaky, c = _fits("reveuler_rev", sizes, fn)
     vector = 4 * sizes.d_model
-    assert leaky >= 0.9 * vector, (
-        f"with your hooks the reversible trunk keeps {leaky:,.0f} bytes per token per layer (clean: {clean:,.0f}); "
-        f"a leak of one output of width {sizes.d_model} per layer would add {vector} bytes. Does your hook append the "
-        f"output tensor itself to a list that `fn` returns (not its shape, not a Python number)?")
+    # below one vector of width d: the hook kept a shape or a number, not the output tensor itself
+    assert leaky >= 0.9 * vector, f"{leaky:,.0f} bytes per layer kept, want >= {vector}"
     flagged = model_check({"stored": (0.0, 0.0), "reveuler_rev": (leaky, c)}, sizes)[1]["per_layer_ok"] is False
-    assert flagged, "the model check should flag a reversible trunk that keeps bytes per layer"
-    return (f"one kept tensor per block: {clean:,.0f} -> {leaky:,.0f} bytes per token per layer; the memory model "
-            f"(0 per layer) no longer matches, and `model_check` says so.")
+    assert flagged, "model_check missed it"
+    return f"{clean:,.0f} -> {leaky:,.0f} bytes per token per layer ({leaky / vector:.2f} x 4d), flagged"

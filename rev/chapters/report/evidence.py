@@ -120,3 +120,13 @@ def _published_text() -> pd.DataFrame:
                                                     for k, b, r, v in zip(ref["key"], ref["baseline"],
                                                                           ref["reversible"], ref["ratio"])],
                          "source": ref["source"]})
+
+
+def worst_reconstruction(df: pd.DataFrame) -> tuple[str, float] | None:
+    """(run, relative error) of the trained reversible trunk that rebuilt its input worst, or None when no run
+    measured one; the verdict on it is `error <= rev.core.reversible.RECON_LIMIT`, the loop's own warning line."""
+    err = pd.to_numeric(df["reconstruction_error"], errors="coerce") if "reconstruction_error" in df else None
+    if err is None or err.isna().all():
+        return None
+    i = err.idxmax()
+    return str(df.loc[i, "run"]), float(err[i])

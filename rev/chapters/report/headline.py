@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..assignment.seeds import seeds_reading
+from ..assignment.seeds import seeds_reading, seeds_side
 from ..assignment.spending import Spending, memory_spent
-from ..shared.results import (BASE, MIB, PUBLISHED_SOURCE, REV, REV_DEEP, REV_MAX, equal_tokens_val,
+from ..shared.results import (BASE, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_val, loss_and_time,
                               main_reversible_trunk, main_run, main_runs, max_batches_found, maxbatch_of, number,
                               published_reference)
 from ..shared.runs import bench_ratio
 from ..shared.run_log import step_speeds
-from ..shared.verdicts import (FASTER, SLOWER, SPEED_CHANGED, TIMED_APART, TOO_NOISY, Drift, Spread, loss_words,
-                               machine_drift, seed_tie, speed_verdict)
+from ..shared.verdicts import (FASTER, HIGHER, LOWER, SLOWER, TIED, TOO_NOISY, Drift, Spread,
+                               loss_side_word, loss_words, machine_drift, seed_tie, speed_verdict)
 
 
 def pct(ratio: float) -> str:
@@ -130,11 +130,9 @@ def bench_speed(bench: dict | None, rev: pd.Series | None) -> Spread | None:
 def _price(verdict: str, ratio: float) -> str:
     """What an interleaved same-batch speed verdict says of recomputation's price: a faster reversible step means
     something other than arithmetic set the step time on this machine."""
-    return {TOO_NOISY: f"{TOO_NOISY} whether anything was paid",
+    return {TOO_NOISY: TOO_NOISY,
             SLOWER: f"slower by {(1 - ratio) * 100:.0f}%, the price of recomputing each block",
-            FASTER: "faster: on this machine something other than arithmetic set the step time (moving the stored "
-                    "trunk's kept activations through memory, the allocator), and it outweighed the recomputation"
-            }[verdict]
+            FASTER: FASTER}[verdict]   # faster: something other than arithmetic set this machine's step time
 
 
 def throughput_line(base: pd.Series | None, rev: pd.Series | None, bench: dict | None = None) -> str:
@@ -142,26 +140,29 @@ def throughput_line(base: pd.Series | None, rev: pd.Series | None, bench: dict |
     both trunks under the same load); the training runs, timed minutes apart, are never compared."""
     s = bench_speed(bench, rev)
     if s is None:
-        return (f"**Throughput**: not measured: no interleaved bench at run 2's batch (notebook 05 writes "
-                f"`same_batch_bench.json`), and the training runs are {TIMED_APART}.")
+        # notebook 05 writes the bench (`same_batch_bench.json`); the training runs, timed apart, never stand in
+        return "**Throughput**: not measured: no interleaved bench at run 2's batch."
     return (f"**Throughput**: at batch {int(rev['batch_size'])}, timed side by side (notebook 05's bench, one step of "
             f"each trunk per round), the reversible trunk ran at {s.value:.2f}x the baseline's tokens/s "
             f"({s.kind} {s.lo:.2f}-{s.hi:.2f}): {_price(speed_verdict(s), s.value)}.")
 
 
 def not_won_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str | None:
-    """One line: what spending the saved memory did not win against run 2 at equal tokens (None when both paid or
-    neither was measured)."""
+    """One line: what spending the saved memory did not win against run 2 at equal tokens, and the run that ended
+    lowest at those tokens when it is not a reversible one (None when there is nothing the trunk did not win)."""
     spent = spent_of(df, maxbatch)
-    if spent is None:
+    missed = [a for a in spent.arms if a.side(spent.tie) != -1] if spent else []
+    race = loss_and_time(df).dropna(subset=["val_loss"])   # every main run at the one shared token count, lowest first
+    low = race.iloc[0] if len(race) and race.iloc[0]["run"] not in (REV, REV_MAX, REV_DEEP) else None
+    if not missed and low is None:
         return None
-    missed = [a for a in spent.arms if a.side(spent.tie) != -1]
-    if not missed:
-        return None
-    parts = "; ".join(f"on {a.what} ({a.size}) {'at least ' if a.gap.bound else ''}{a.gap.diff:+.3f} nats"
-                      for a in missed)
-    return (f"**Not won**: against run 2 at equal tokens, one seed each, spending the memory {parts}: no gain "
-            f"beyond the {spent.tie.nats:.3g}-nat tie on this token budget.")
+    parts = [f"on {a.what} ({a.size}) {'at least ' if a.gap.bound else ''}{a.gap.diff:+.3f} nats" for a in missed]
+    said = [f"spent against run 2 at equal tokens (one seed each, tie {spent.tie.nats:.3g} nats): "
+            + "; ".join(parts) + "."] if missed else []
+    if low is not None:
+        tokens, label, batch, loss = int(low["tokens"]), low["label"], low["batch"], low["val_loss"]
+        said.append(f"Lowest at {tokens:,} tokens: {label} (batch {batch}), {loss:.3f}.")
+    return "**Not won**: " + " ".join(said)
 
 
 def not_measured_line(df: pd.DataFrame) -> str:
@@ -173,7 +174,27 @@ def not_measured_line(df: pd.DataFrame) -> str:
     if not (isinstance(spread, dict) and spread.get("tie") is not None):
         parts.append("the seed-to-seed spread of the loss")
     parts.append("runs 3 and 4 over more than one seed")
-    return "**Not measured**: " + ", ".join(parts) + " (see the last section)."
+    return "**Not measured**: " + ", ".join(parts) + "."
+
+
+def conclusion_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str | None:
+    """REPORT.md's first line: memory, throughput and loss at the same batch, then whether spending the freed
+    memory paid, each from the same verdict as its headline line (None without runs 1 and 2)."""
+    base, rev = main_run(df, BASE), main_run(df, REV)
+    eq = equal_tokens_val(base, rev) if base is not None and rev is not None else None
+    b, r = (number(x.get("peak_memory_bytes")) if x is not None else None for x in (base, rev))
+    if eq is None or not b or r is None:
+        return None
+    spread = df.attrs.get("seeds")
+    side = seeds_side(spread)
+    loss = {-1: LOWER, 0: TIED, 1: HIGHER}[side] if side is not None else loss_side_word(eq[2] - eq[1],
+                                                                                         seed_tie(spread))
+    s = bench_speed(df.attrs.get("bench"), rev)
+    speed = f"{s.value:.2f}x the tokens/s ({speed_verdict(s)})" if s else "unmeasured tokens/s"
+    spent = spent_of(df, maxbatch)
+    paid = "" if spent is None else (f"; spent on {' and '.join(spent.won())}, the freed memory paid" if spent.won()
+                                     else "; spent on batch or depth, the freed memory did not pay")
+    return f"**In one line**: {r / b:.2f}x the memory, {speed}, loss against the baseline's: {loss}{paid}."
 
 
 def headline_lines(df: pd.DataFrame, maxbatch: dict | None = None) -> list[str]:
@@ -200,10 +221,6 @@ def spent_line(df: pd.DataFrame, label: str = "Spent") -> str | None:
             f"{spent.tie.text()}): " + "; ".join(parts) + f": {verdict}.")
 
 
-# -------------------------------------------------------------------------------------------------------------
-# What this machine could not measure
-# -------------------------------------------------------------------------------------------------------------
-
 def drifted_runs(df: pd.DataFrame) -> list[tuple[str, Drift]]:
     """(run, `verdicts.Drift`) for every main run whose log has enough timed steps to tell, in workbook order."""
     out = []
@@ -212,80 +229,4 @@ def drifted_runs(df: pd.DataFrame) -> list[tuple[str, Drift]]:
         drift = machine_drift(step_speeds(path).tolist()) if isinstance(path, str) and Path(path).is_dir() else None
         if drift is not None:
             out.append((str(r["run"]), drift))
-    return out
-
-
-def _seeds(df: pd.DataFrame) -> set:
-    """The seeds the main runs trained with (`load_runs` reads each run's from its files)."""
-    return {int(s) for s in main_runs(df)["seed"].dropna()} if "seed" in df else set()
-
-
-def timing_note(df: pd.DataFrame) -> str:
-    """What the runs' timings cannot say: each run was timed alone, one after another, so no two are compared by
-    speed; and, from each run's own steps, whether the machine's speed changed during it."""
-    text = (f"Runs were timed one after another, so their speeds are not compared ({TIMED_APART}): a change in the "
-            f"machine's load between them would read as a difference of speed. Only notebook 05's interleaved bench "
-            f"compares trunks")
-    drifts = drifted_runs(df)
-    changed = [name for name, d in drifts if d.changed]
-    if drifts:
-        worst = max(drifts, key=lambda x: x[1].ratio)
-        text += (f". Within a run, {SPEED_CHANGED} in {len(changed)} of {len(drifts)} (the fastest stretch of "
-                 f"{worst[0]}'s steps ran at {worst[1].ratio:.2f}x its slowest)")
-    return text + "."
-
-
-def throughput_caveat(df: pd.DataFrame) -> str:
-    """Why the runs' tokens/s bars are not a comparison (`timing_note`), beside notebook 05's bench, which is."""
-    text = timing_note(df)
-    s = bench_speed(df.attrs.get("bench"), main_run(df, REV))
-    if s is not None:
-        text += (f" The bench, at the same batch: reversible {s.value:.2f}x the baseline's tokens/s, "
-                 f"{speed_verdict(s)}.")
-    return text
-
-
-def _gpu_gain(df: pd.DataFrame) -> str:
-    """What run 3's batch could buy on a GPU whose step time barely grows with the batch (not measured here)."""
-    base, big = main_run(df, BASE), main_run(df, REV_MAX)
-    b, r = (number(x.get("batch_size")) if x is not None else None for x in (base, big))
-    if not b or not r or r <= b:
-        return ""
-    return (f", where run 3, at {r / b:.1f}x run 1's batch, could take up to {r / b:.1f}x fewer seconds per token "
-            f"if its slices keep the GPU busy")
-
-
-def limits(df: pd.DataFrame, timing: bool = True) -> list[str]:
-    """What this machine could not measure, from the runs' own records (devices, timings, seeds); `timing=False`
-    leaves out `timing_note` (for a page that shows `throughput_caveat` beside the throughput figure already)."""
-    runs = main_runs(df)
-    if not len(runs):
-        return ["Nothing measured yet: no main runs."]
-    devices = sorted(set(runs["device"].dropna().astype(str)))
-    out = []
-    if not any("cuda" in d.lower() for d in devices):
-        ref = published_reference().set_index("key")
-        out.append(f"No GPU: every main run ran on {', '.join(devices) or 'an unrecorded device'}. Expected on a GPU, "
-                   f"*not measured* here (run the workbook there, colab/README.md, then `python -m rev report "
-                   f"--merge`):")
-        out += [f"the reference's {ref.loc['tokens_per_s', 'ratio']:.2f}x tokens/s at the same batch with "
-                f"{ref.loc['max_batch', 'ratio']:.1f}x the max batch ({PUBLISHED_SOURCE}): on a CPU a step's time "
-                f"grows with its batch, on a GPU much less until its cores are busy;",
-                "batch slicing: a GPU runs the fewest slices its memory allows, not the CPU's 1,024 rows "
-                f"(`python -m rev gpucheck` times both){_gpu_gain(df)};",
-                "the allocator's reserved memory above the live bytes counted here, so a max batch found here is an "
-                "upper bound there;",
-                "bf16 autocast, which halves the stored trunk's activations but not an fp32 or fp64 stream's state."]
-    if timing:
-        out.append(timing_note(df))
-    seeds, spread = _seeds(df), df.attrs.get("seeds")
-    tie = seed_tie(spread)
-    if tie.measured:
-        out.append(f"Runs 1 and 2 trained on {spread['seeds']} seeds (a final loss moves by {spread['sd']:.3f} nats "
-                   f"from seed to seed); every other run trained once, read against the {tie.nats:.3f}-nat tie "
-                   f"that spread implies.")
-    elif len(seeds) == 1:
-        out.append(f"Every main run trained once, with seed {next(iter(seeds))}: no seed-to-seed spread of the loss "
-                   f"was measured, so a loss difference within the {tie.nats:g}-nat tie margin is a tie by rule "
-                   f"({tie.source}), not by measurement.")
     return out

@@ -9,7 +9,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from rev.chapters.report import summaries, writer as report  # noqa: E402
+from rev.chapters.report import writer as report  # noqa: E402
+from rev.chapters.report.headline import headline_lines  # noqa: E402
 from rev.__main__ import main  # noqa: E402
 from rev.base.results_folder import make_results_archive, merge  # noqa: E402
 from rev.chapters.shared.figures import plot_loss_vs_tokens, plots  # noqa: E402
@@ -107,14 +108,14 @@ def test_headline_has_the_expected_rows_and_measured_ratios(runs, results):
     assert loss[report.PUBLISHED_SOURCE].endswith("nats (another corpus)") and "x" not in loss["reversible vs baseline"]
 
 
-def test_findings_state_the_measured_ratios_and_what_is_missing(runs, results):
+def test_report_states_the_measured_ratios_and_no_run_speed(runs, results):
     base, rev = _summary(results, "run1_baseline"), _summary(results, "run2_reversible_same_batch")
-    text = "\n".join(report.findings(runs))
+    text = report.report_markdown(runs)
     ratio = rev["peak_memory_bytes"] / base["peak_memory_bytes"]
-    assert f"At batch 8 the reversible trunk (reveuler_rev) used {ratio:.2f}x the baseline's peak memory" in text
-    assert "batch 24 and the reversible trunk (reveuler_rev) batch 40: 1.67x" in text
-    assert f"{_median_speed(results, 'run2_reversible_same_batch'):,.0f} tokens/s" not in text   # timed apart
-    assert "run3_reversible_max_batch" in text and "Not present" in text
+    assert f"the baseline's {base['peak_memory_bytes'] / 2**20:,.1f} MiB: {ratio:.2f}x" in text
+    assert f"**In one line**: {ratio:.2f}x the memory" in text
+    assert "the reversible trunk fits batch 40 against the baseline's 24: 1.67x the batch" in text
+    assert f"{_median_speed(results, 'run2_reversible_same_batch'):,.0f}" not in text   # timed apart
     assert "published" in text
 
 
@@ -122,39 +123,19 @@ def test_unigram_line_is_measured_and_stated(runs, results):
     base = _summary(results, "run1_baseline")
     assert 0 < base["unigram_val_loss"] < 7  # below ln(512) = 6.24 plus smoothing slack on the smoke corpus
     assert base["unigram_val_loss"] == _summary(results, "run2_reversible_same_batch")["unigram_val_loss"]
-    text = "\n".join(report.findings(runs))
-    assert f"scores {base['unigram_val_loss']:.3f} nats" in text
-    near = [r for r in ("run1_baseline", "run2_reversible_same_batch")
-            if _summary(results, r)["final_val_loss"] > base["unigram_val_loss"] - report.UNIGRAM_MARGIN]
-    for r in near:  # four steps of training: a run may not have got past token frequencies yet
-        assert f"{r} (" in text.split(f"Within {report.UNIGRAM_MARGIN} nats of that line")[1]
-    assert text.count("learnt token frequencies") == (1 if near else 0)   # the lesson said once, for all of them
     fig = plot_loss_vs_tokens(runs)
     assert any(line.get_label() == "context-free (unigram) model" for line in fig.axes[1].lines)
 
 
-def test_capped_depth_search_is_not_reported_as_the_deepest(runs):
-    base = runs[runs["run"] == "run1_baseline"].iloc[0]
-    deep = base.copy()
-    deep["n_layer"] = 12
+def test_a_depth_search_at_its_layer_cap_is_capped():
     capped = {"budget_bytes": 100 * 2**20, "n_layer": 12, "max_layers": 12}
-    assert "stopped at its cap of 12 layers" in report._finding_deep(base, deep, capped)
-    assert "deepest reversible model" in report._finding_deep(base, deep, {**capped, "max_layers": 64})
-    assert not deep_capped(None) and deep_capped(capped)
+    assert not deep_capped(None) and deep_capped(capped) and not deep_capped({**capped, "max_layers": 64})
 
 
-def test_equal_token_finding_names_the_step_counts_when_they_differ(runs):
-    base = runs[runs["run"] == "run1_baseline"].iloc[0]
-    big = base.copy()
-    big["steps"] = int(base["steps"]) // 4
-    text = report._finding_val(base, big, "At max batch")
-    assert f"took {int(big['steps']):,} optimizer steps (reversible) against {int(base['steps']):,}" in text
-    assert "optimizer steps" not in report._finding_val(base, base.copy(), "Same")
-
-
-def test_findings_and_plots_survive_an_empty_profile(tmp_path):
+def test_headline_and_plots_survive_an_empty_profile(tmp_path):
     df = load_runs(tmp_path, PROFILE)
-    assert len(df) == 0 and "No runs found" in report.findings(df)[0]
+    assert len(df) == 0 and headline_lines(df)[0] == "**Memory**: not measured (needs `run1_baseline` and " \
+        "`run2_reversible_same_batch`)."
     assert headline(df)["ratio"].isna().all()
     for fig in plots(df).values():
         assert fig.axes
@@ -166,7 +147,8 @@ def test_a_damaged_summary_is_named_not_fatal(results, tmp_path):
     df = load_runs(tmp_path, PROFILE)
     row = df.set_index("run").loc["run2_reversible_same_batch"]
     assert row["status"].startswith("incomplete") and row["final_val_loss"] > 0   # read from its log instead
-    assert "run2_reversible_same_batch/summary.json (unreadable)" in "\n".join(report.findings(df))
+    assert "run2_reversible_same_batch/summary.json (unreadable)" in "\n".join(report.broken_lines(df))
+    assert "summary.json (unreadable)" in report.report_markdown(df)
 
 
 def test_published_reference_is_labelled():
@@ -262,7 +244,6 @@ def test_loss_and_time_ranks_runs_and_says_who_wins(runs, results):
     row = table.set_index("run").loc["run1_baseline"]
     assert row["tokens"] == base["tokens"] and row["val_loss"] == pytest.approx(base["final_val_loss"])
     assert row["train_seconds"] == pytest.approx(base["tokens"] / _median_speed(results, "run1_baseline"))
-    assert f"**{table.iloc[0]['label']}**" in summaries.loss_and_time_summary(table)
 
 
 def test_stored_bytes_per_layer_is_the_slope_difference_per_layer(runs, results):
@@ -276,34 +257,28 @@ def test_stored_bytes_per_layer_is_the_slope_difference_per_layer(runs, results)
     assert stored_bytes_per_layer([], mb["reveuler_rev"]["probes"], 2) is None
 
 
-def test_reconstruction_summary_and_exercise_checks(runs):
+def test_worst_reconstruction_and_exercise_checks(runs):
     from rev.chapters.report import exercises as rx
+    from rev.chapters.report.evidence import worst_reconstruction
     from rev.chapters.shared.results import stored_bytes_per_layer
-    from rev.core.reversible import RECON_LIMIT
 
-    text = summaries.reconstruction_summary(runs)
-    assert f"{RECON_LIMIT:g}" in text and "**fp32**" in text and "below the limit" in text
+    run, err = worst_reconstruction(runs)
+    assert run in set(runs["run"]) and err == runs["reconstruction_error"].max()
     assert "bytes per layer per sequence" in rx.check_stored_bytes_per_layer(stored_bytes_per_layer)
-    rx.check_with_reconstruction_error(rx.with_reconstruction_error)
-    with pytest.raises(AssertionError, match="spread it over the layers"):
+    assert "above the 0.01 limit" in rx.check_with_reconstruction_error(rx.with_reconstruction_error)
+    with pytest.raises(AssertionError, match="divide by n_layer"):
         rx.check_stored_bytes_per_layer(lambda b, r, n: n * stored_bytes_per_layer(b, r, n))
-    removed, added = rx.changed_findings(runs, lambda df: rx.with_reconstruction_error(df, 1.0))
-    assert len(removed) == len(added) == 1 and "ABOVE" in added[0]
+    def residual_slope_only(b, r, n):   # the likely slip: forgetting what both trunks store (embeddings, logits)
+        import numpy as np
+        pts = np.array([(p["batch"], p["peak_bytes"]) for p in b], dtype=float)
+        return float(np.polyfit(pts[:, 0], pts[:, 1], 1)[0]) / n
+    with pytest.raises(AssertionError, match="subtract the reversible slope"):
+        rx.check_stored_bytes_per_layer(residual_slope_only)
 
-
-def test_what_a_cpu_could_not_measure_is_named_one_expectation_at_a_time(runs):
-    from rev.chapters.report.headline import limits
-
-    lines = limits(runs)
-    assert lines[0].startswith("No GPU:") and "*not measured*" in lines[0] and lines[0].endswith(":")
-    unmeasured = [s for s in lines[1:] if s[:1].islower()]   # the items under it (REPORT.md indents them)
-    assert len(unmeasured) == 4
-    assert "0.65x tokens/s at the same batch" in unmeasured[0] and "2.8x the max batch" in unmeasured[0]
-    assert any("reserved" in s for s in unmeasured) and any("bf16" in s for s in unmeasured)
-
-
-def test_bullet_list_indents_the_items_a_line_introduces():
-    from rev.chapters.report.writer import bullet_list
-
-    text = bullet_list(["Expected on a GPU:", "the first;", "the second.", "Another point."])
-    assert text.splitlines() == ["- Expected on a GPU:", "  - the first;", "  - the second.", "- Another point."]
+    def in_place(df, err):   # edits the frame it was given: the report would read the edit back
+        df.loc[df["reconstruction_error"].notna(), "reconstruction_error"] = err
+        return df
+    with pytest.raises(AssertionError, match="edit a copy"):
+        rx.check_with_reconstruction_error(in_place)
+    with pytest.raises(AssertionError, match="the baseline has no inverse"):
+        rx.check_with_reconstruction_error(lambda df, err: df.assign(reconstruction_error=err))
