@@ -23,6 +23,7 @@ from ...training.loop import TrainConfig, train
 from .run_log import read_log, step_speeds
 from .live_loss import LiveLoss
 from .palette import run_colour
+from .tables import counted
 from .verdicts import MIN_ROUNDS, Spread
 from ...base.units import MIB
 
@@ -148,10 +149,10 @@ def round_ratio(times: list[float], other_times: list[float], spread: str = "int
     ratios = round_ratios(times, other_times)
     if spread == "interval" and len(ratios) >= MIN_ROUNDS:
         lo, hi = median_interval(ratios)
-        kind = f"95% bootstrap interval of the median over {len(ratios)} interleaved rounds"
+        kind = f"95% bootstrap interval of the median over {counted(len(ratios), 'interleaved round')}"
     else:
         lo, hi = quartiles(ratios)
-        kind = f"quartiles over {len(ratios)} interleaved rounds"
+        kind = f"quartiles over {counted(len(ratios), 'interleaved round')}"
     return Spread(statistics.median(ratios), lo, hi, len(ratios), kind, interleaved=True)
 
 

@@ -56,3 +56,10 @@ def test_main_run_dirs_use_the_profile_folder_and_labels(tmp_path):
     dirs = main_run_dirs(tmp_path, "smoke", ["run1_baseline", "run2_reversible_same_batch"])
     assert list(dirs.values()) == [tmp_path / "smoke" / "run1_baseline", tmp_path / "smoke" / "run2_reversible_same_batch"]
     assert len(set(dirs)) == 2
+
+
+def test_a_ratio_of_one_round_says_round_not_rounds():
+    from rev.chapters.shared.runs import round_ratio
+
+    assert round_ratio([1.0], [2.0]).kind == "quartiles over 1 interleaved round"
+    assert round_ratio([1.0] * 6, [2.0] * 6).kind.endswith("over 6 interleaved rounds")
