@@ -157,8 +157,8 @@ def _why(r: dict, ok: list[dict], tied: list[dict], pick: dict | None) -> str:
         return "picked"
     if r not in tied:
         return "outside the tie"
-    if r.get("loss_vs_fp32") == 0:   # another stream on its fp32 twin's weights, the same loss: not a rival
-        return "equals fp32 twin"
+    if r.get("loss_vs_fp32") == 0 and any(x["name"] == r.get("weights") for x in tied):
+        return "equals fp32 twin"   # its tied twin's weights held on another stream, the same loss: not a rival
     return "tied, costlier stream" if r["stream"] != pick["stream"] else "tied, higher loss"
 
 
@@ -218,8 +218,8 @@ def plot_screening_bars(rows: list[dict], recon_limit: float = RECON_LIMIT, unig
     lo, hi = min(val + [unigram or min(val)]), max(val + [unigram or max(val)])
     axes[0].set(xlabel="validation loss (axis zoomed)", xlim=(lo - 0.1 * (hi - lo + 0.01), hi + 0.3 * (hi - lo + 0.01)))
     axes[0].grid(axis="x", alpha=0.3)
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(fontsize=8, loc="lower right")
+    if axes[0].get_legend_handles_labels()[0]:   # above the axes: inside, it would cover a candidate's dot
+        axes[0].legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
     errors = [r["reconstruction_error"] for r in rows]
     positive = [e for e in errors if e]
     floor = min(positive + [recon_limit]) / 30

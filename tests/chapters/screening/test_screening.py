@@ -51,7 +51,9 @@ def test_stream_cost_then_loss_orders_a_tie_and_a_twin_is_not_a_rival():
     assert screening.screening_verdicts(rows)["why"].to_dict() == {"fx": "tied, costlier stream", "f64": "picked",
                                                                    "far": "outside the tie"}
     twin = dict(_row("twin", "midpoint_rev", "fixed", 2.010, 1, 0.0), loss_vs_fp32=0.0)
-    assert screening.screening_verdicts(rows + [twin])["why"]["twin"] == "equals fp32 twin"
+    assert screening.screening_verdicts(rows + [twin])["why"]["twin"] == "tied, costlier stream"   # twin not tied
+    f32 = _row("t32", "midpoint_rev", "fp32", 2.010, 1, 1e-6)
+    assert screening.screening_verdicts(rows + [f32, dict(twin, weights="t32")])["why"]["twin"] == "equals fp32 twin"
     assert screening.screening_verdicts([dict(rows[0], reconstruction_error=None)])["why"]["fx"] == "no error measured"
 
 
