@@ -242,7 +242,7 @@ def _fired(test: str, message: str) -> tuple[str, float | str | None, str]:
         return "relative error", _first_number(m), f"<= {AUTOCAST_REL_BOUND:g}"
     if "exact" in test:
         return "relative error", _first_number(m), f"<= {EXACT_REL_BOUND:g}"
-    return "gradient", m.split()[0] if m else None, "rtol 1e-6"   # the first parameter whose gradient differs
+    return "first differing gradient", m.split()[0] if m else None, "rtol 1e-6"
 
 
 def caught_table(df: pd.DataFrame) -> pd.DataFrame:
