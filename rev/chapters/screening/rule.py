@@ -312,7 +312,7 @@ def exactness_by_block_dtype(run_dir: str | Path, data_dir: str | Path, stream: 
 
 def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT) -> dict | None:
     """The screening row to train as the runner-up, picked by `choose`'s own rule (the lowest validation
-    loss; within `LOSS_TIE` of it an fp32 stream first, then the faster) among the reversible candidates that
+    loss; within `LOSS_TIE` of it the cheapest stream, then the lower loss) among the reversible candidates that
     reconstruct within `recon_limit` and differ from the chosen one in trunk or step size h. A candidate that differs
     only in its stream trains the same blocks from the same start -- the stream changes how the trunk's state is held and inverted, not the function -- so its loss at the
     full budget is the pick's to rounding, and training it (minutes on a CPU) would check nothing."""
@@ -325,4 +325,4 @@ def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT)
           and number(r.get("val_loss")) is not None and not same(r)]
     if not ok:
         return None
-    return pick_of_tie(tied_with_best([{**r, "tokens_per_s": r.get("tokens_per_s") or 0} for r in ok]))
+    return pick_of_tie(tied_with_best(ok))
