@@ -135,7 +135,7 @@ def _activation_bytes(trunk: str, n_layer: int, device: torch.device = torch.dev
 def test_activation_memory_flat_in_depth(trunk, stored, device):
     """Measured by the CPU allocator's profiler events on CPU, by the CUDA allocator's counters on a GPU: what
     forward and backward hold above parameters, gradients and AdamW's state (the update itself is not an
-    activation; with foreach AdamW its temporaries alone are 0.16-0.20 of the stored trunk's growth here)."""
+    activation, so the measurement leaves it out)."""
     rev_growth = _activation_bytes(trunk, 16, device) - _activation_bytes(trunk, 4, device)
     stored_growth = _activation_bytes(stored, 16, device) - _activation_bytes(stored, 4, device)
     assert stored_growth > 1e6

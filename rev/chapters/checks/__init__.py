@@ -4,7 +4,7 @@ The package, in the order the notebook tells the story:
 
 * `suite`     the test suite run inside the kernel (`run_tests`), as a table of what each test checks;
 * `measure`   the live measurements: reversible gradients against the stored twin's, autocast cosines, activation
-              memory against depth; the sabotage contexts the break-its use, and the notebook's takeaways;
+              memory against depth; the sabotage contexts the break-its use and the table of what caught them;
 * `exercises` the checks of the break-it exercises (02.1 a swapped inverse, 02.3 a forgotten autocast state).
 
 Everything public is re-exported here: `from rev.chapters import checks; checks.gradient_differences()`.
@@ -13,9 +13,8 @@ from .suite import (OUTCOMES, TEST_SELECTIONS, all_passed, by_test, describe_ite
                     outcome_counts, readable_name, require_all_passed, run_tests, selection_for_profile, tests_dir)
 from .measure import (AUTOCAST_COSINE, AUTOCAST_GEOMETRY, AUTOCAST_REL_BOUND, AUTOCAST_TESTS, DEPTH_GEOMETRY,
                       EXACT_REL_BOUND, GRAD_GEOMETRY, SABOTAGE_FILE, STREAM_MODEL_DTYPE, SWAP_TESTS, autocast_cosines,
-                      autocast_lines, autocast_verdict_lines, autocast_verdicts, caught_by, caught_by_cosine,
-                      depth_memory, exactly_equal, forgetting_autocast, gradient_differences, growth_ratios,
-                      how_caught, layer_ticks, param_layer, replacing_integrator, separation, stream_gap, takeaways,
+                      autocast_verdicts, caught_table, depth_memory, exactly_equal, forgetting_autocast,
+                      gradient_differences, growth_ratios, layer_ticks, param_layer, replacing_integrator, stream_gap,
                       worst_autocast)
 from .exercises import check_autocast_sabotage, check_swapped_inverse
 
@@ -23,8 +22,7 @@ __all__ = ["OUTCOMES", "TEST_SELECTIONS", "all_passed", "by_test", "describe_ite
            "outcome_counts", "readable_name", "require_all_passed", "run_tests", "selection_for_profile", "tests_dir",
            "AUTOCAST_COSINE", "AUTOCAST_GEOMETRY", "AUTOCAST_REL_BOUND", "AUTOCAST_TESTS", "DEPTH_GEOMETRY",
            "EXACT_REL_BOUND", "GRAD_GEOMETRY", "SABOTAGE_FILE", "STREAM_MODEL_DTYPE", "SWAP_TESTS", "autocast_cosines",
-           "autocast_lines", "autocast_verdict_lines", "autocast_verdicts", "caught_by", "caught_by_cosine",
-           "depth_memory", "exactly_equal", "forgetting_autocast", "gradient_differences", "growth_ratios",
-           "how_caught", "layer_ticks", "param_layer",
-           "replacing_integrator", "separation", "stream_gap", "takeaways", "worst_autocast",
+           "autocast_verdicts", "caught_table", "depth_memory", "exactly_equal", "forgetting_autocast",
+           "gradient_differences", "growth_ratios", "layer_ticks", "param_layer", "replacing_integrator",
+           "stream_gap", "worst_autocast",
            "check_autocast_sabotage", "check_swapped_inverse"]

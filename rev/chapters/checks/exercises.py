@@ -6,7 +6,8 @@
                                which bf16 tests catch it.
 
 Each runs the relevant tests of the project's own suite on the learner's sabotage (`measure.forgetting_autocast`,
-`measure.replacing_integrator`) and returns which of them caught it, and how.
+`measure.replacing_integrator`), shows which of them caught it and how (`measure.caught_table`), and returns a
+count for the check's line.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import torch
 
 from ...core.integrators import Integrator
 from ...core.reversible import AutocastState
-from .measure import (AUTOCAST_TESTS, SABOTAGE_FILE, SWAP_TESTS, caught_by, forgetting_autocast,
+from ..shared.tables import tidy
+from .measure import (AUTOCAST_TESTS, SABOTAGE_FILE, SWAP_TESTS, caught_table, forgetting_autocast,
                       replacing_integrator)
 from .suite import run_tests
 
@@ -36,7 +38,7 @@ def check_autocast_sabotage(context: Callable[[AutocastState], contextlib.Abstra
     with forgetting_autocast(context):
         df = run_tests(SABOTAGE_FILE, keyword=AUTOCAST_TESTS)
     assert (df["outcome"] == "failed").any(), "no test failed: is your context really entered in backward?"
-    return caught_by(df)
+    return _shown(df)
 
 
 def check_swapped_inverse(integrator: type[Integrator]) -> str:
@@ -53,4 +55,12 @@ def check_swapped_inverse(integrator: type[Integrator]) -> str:
     with replacing_integrator("reveuler", integrator):
         df = run_tests(SABOTAGE_FILE, keyword=SWAP_TESTS)
     assert (df["outcome"].isin(["failed", "error"])).any(), "no test failed: did the trunk use your integrator?"
-    return f"one layer misses by O(h^{order:.1f}); " + caught_by(df)
+    return f"one layer misses by O(h^{order:.1f}); " + _shown(df)
+
+
+def _shown(df) -> str:
+    """Display which tests caught the sabotage (`caught_table`), and count them for the check's line."""
+    from IPython.display import display
+
+    display(tidy(caught_table(df)))
+    return f"{int(df['outcome'].isin(['failed', 'error']).sum())} of {len(df)} tests caught it"

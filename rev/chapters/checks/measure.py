@@ -5,13 +5,13 @@
 * `depth_memory`: activation bytes of one training step against depth, per trunk.
 * Break it: `forgetting_autocast` and `replacing_integrator` sabotage the reversible backward for the length of a
   `with` block; `check_swapped_inverse` / `check_autocast_sabotage` (exercises 02.1, 02.3) run the relevant tests
-  on the learner's sabotage and report which of them catch it, and which of their bounds.
-* `takeaways`: the notebook's closing Markdown, computed from its results.
+  on the learner's sabotage and show which of them catch it, and which of their bounds (`caught_table`).
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable, Sequence
 from unittest import mock
 
@@ -21,10 +21,8 @@ import torch.nn.functional as F
 
 from ...base.device import single_thread
 from ...core.integrators import INTEGRATORS, Integrator
-from ...core.model import GPT, GPTConfig, is_reversible, reversible_twin
+from ...core.model import GPT, GPTConfig, reversible_twin
 from ...core.reversible import AutocastState
-from ..shared.tables import checked
-from .suite import outcome_counts
 
 # ----------------------------------------------------------------------------------------------------------
 # Live figure 1: gradients of the reversible trunks against their stored twins
@@ -136,13 +134,6 @@ def worst_autocast(cos: pd.DataFrame) -> pd.DataFrame:
             .groupby(["stream", "variant"])[["one_minus_cos", "rel_diff"]].max())
 
 
-def caught_by_cosine(cos: pd.DataFrame, threshold: float = AUTOCAST_COSINE) -> bool:
-    """Would a cosine bound alone (lowest per-parameter cosine >= `threshold`) fail the broken backward on every
-    stream measured?"""
-    worst = worst_autocast(cos)
-    return bool(worst.loc[(slice(None), "forgets autocast"), "one_minus_cos"].min() > 1 - threshold)
-
-
 def autocast_verdicts(cos: pd.DataFrame, stream: str = "fp32", cosine: float = AUTOCAST_COSINE,
                       rel_bound: float = AUTOCAST_REL_BOUND) -> dict[str, bool]:
     """From an `autocast_cosines` table, on `stream`: does each bound of the bf16 test (cosine >= `cosine`, relative
@@ -152,31 +143,6 @@ def autocast_verdicts(cos: pd.DataFrame, stream: str = "fp32", cosine: float = A
     return {"cosine catches": bool(bad.one_minus_cos > 1 - cosine),
             "norm bound catches": bool(bad.rel_diff > rel_bound),
             "correct passes": bool(ok.one_minus_cos <= 1 - cosine and ok.rel_diff <= rel_bound)}
-
-
-def autocast_lines(cos: pd.DataFrame) -> list[str]:
-    """The printout under section 3's figure: per stream, the correct and the broken backward's worst 1 - cosine
-    and relative difference; then what each bound of the bf16 test makes of them."""
-    w = worst_autocast(cos)
-    lines = []
-    for stream in dict.fromkeys(cos["stream"]):
-        ok, bad = w.loc[(stream, "correct")], w.loc[(stream, "forgets autocast")]
-        lines.append(f"{stream:>5} stream: largest 1 - cosine {ok.one_minus_cos:.1e} (correct) vs "
-                     f"{bad.one_minus_cos:.1e} (forgets autocast); largest relative difference {ok.rel_diff:.1e} vs "
-                     f"{bad.rel_diff:.1e}")
-    if "fp32" in set(cos["stream"]):
-        lines += autocast_verdict_lines(cos)
-    return lines
-
-
-def autocast_verdict_lines(cos: pd.DataFrame, stream: str = "fp32") -> list[str]:
-    """`autocast_verdicts` for a reader: a heading naming the test and the stream, then one checklist line per
-    verdict (`checked`), each bound with its value."""
-    v = autocast_verdicts(cos, stream)
-    claims = {"cosine catches": f"its cosine bound (>= {AUTOCAST_COSINE}) catches the broken backward",
-              "norm bound catches": f"its relative-norm bound (<= {AUTOCAST_REL_BOUND:g}) catches it",
-              "correct passes": "a correct backward passes both"}
-    return [f"the bf16 test on the {stream} stream:", *("  " + checked(claims[k], v[k]) for k in claims)]
 
 
 def autocast_cosines(bases: Sequence[str] = ("midpoint", "reveuler"), streams: Sequence[str] = ("fp32",),
@@ -262,36 +228,37 @@ def replacing_integrator(name: str, integrator: type[Integrator]):
         yield
 
 
-def how_caught(message: str) -> str:
-    """Which assertion of a failing test fired, from its one-line message: for the bf16 cosine test, its cosine
-    bound or (checked second, so the cosine passed) its relative-norm bound; otherwise the message itself."""
+def _first_number(text: str) -> float | None:
+    found = re.search(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", text)
+    return float(found.group()) if found else None
+
+
+def _fired(test: str, message: str) -> tuple[str, float | str | None, str]:
+    """Which check of a failing test fired, what it measured and its bound, from the test's one-line message."""
     m = message.removeprefix("AssertionError: ").strip()
     if "gradient cosine" in m:
-        return f"its cosine bound failed: {m}"
+        return "lowest cosine", _first_number(m), f">= {AUTOCAST_COSINE}"
     if "relative gradient error" in m:
-        return f"its cosine bound passed, its relative-norm bound failed: {m}"
-    return f"relative error {m}" if _is_number(m) else m
+        return "relative error", _first_number(m), f"<= {AUTOCAST_REL_BOUND:g}"
+    if "exact" in test:
+        return "relative error", _first_number(m), f"<= {EXACT_REL_BOUND:g}"
+    return "first differing gradient", m.split()[0] if m else None, "rtol 1e-6"
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def caught_by(df: pd.DataFrame) -> str:
-    """One line from a `run_tests` table: which tests failed (caught the sabotage), and how (`how_caught`), and
-    which passed."""
-    bad = df["outcome"].isin(["failed", "error"])
-    caught = "; ".join(f"{r.test}[{r.params}] ({how_caught(r.message)})" for r in df[bad].itertuples()) or "none"
-    passed = ", ".join(f"{r.test}[{r.params}]" for r in df[~bad].itertuples()) or "none"
-    return f"caught by {caught}; passed anyway: {passed}"
+def caught_table(df: pd.DataFrame) -> pd.DataFrame:
+    """From a `run_tests` table: per test case, whether it caught the sabotage, which of its checks fired (for the
+    bf16 test: its cosine bound, or, checked second, its relative-norm bound), the value measured and the bound."""
+    rows = []
+    for r in df.itertuples():
+        bad = r.outcome in ("failed", "error")
+        check, measured, bound = _fired(r.test, r.message) if bad else ("", None, "")
+        rows.append({"test": r.test, "case": r.params, "verdict": "caught it" if bad else "passed anyway",
+                     "check that fired": check, "measured": measured, "bound": bound})
+    return pd.DataFrame(rows).set_index(["test", "case"])
 
 
 # ----------------------------------------------------------------------------------------------------------
-# What the notebook concludes
+# Facts read off the notebook's tables
 # ----------------------------------------------------------------------------------------------------------
 
 def stream_gap(grad: pd.DataFrame) -> dict[str, float]:
@@ -304,54 +271,8 @@ def stream_gap(grad: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def separation(ok: float, bad: float, bound: float) -> str:
-    """Where a test's bound (an upper limit on the relative error) falls between a correct and a broken backward's
-    errors: between them (with both margins), not catching the broken one, or failing a correct one too."""
-    if ok > bound:
-        return f"{bound:g} is already exceeded by a correct backward: it would fail a correct one too"
-    if bad <= bound:
-        return f"{bound:g} does NOT catch the broken backward"
-    above = "above a correct backward's exact 0" if ok == 0 else f"{bound / ok:.2g}x above a correct backward"
-    return f"{bound:g} lies between them ({above}, {bad / bound:.2g}x below the broken one): it catches the break"
-
-
 def exactly_equal(grad: pd.DataFrame, stream: str = "fp32") -> list[str]:
     """From a `gradient_differences` table: where (`param_layer` labels, in model order) some parameter's gradient
     came out exactly equal to the stored twin's on `stream`, in either trunk."""
     rows = grad[(grad["stream"] == stream) & (grad["rel_diff"] == 0)]
     return list(dict.fromkeys(param_layer(p) for p in rows["param"]))
-
-
-def takeaways(tests: pd.DataFrame, test_seconds: float, grad: pd.DataFrame, cos: pd.DataFrame, mem: pd.DataFrame,
-              seconds: float) -> str:
-    """The notebook's closing bullets as Markdown, from its tables, pytest's wall time and the notebook's."""
-    counts = outcome_counts(tests)
-    worst = grad.groupby("stream")["rel_diff"].max()
-    exact = worst[["fp64", "fixed"]].max()
-    w = worst_autocast(cos)
-    fx_ok, fx_bad = w.loc[("fixed", "correct")], w.loc[("fixed", "forgets autocast")]
-    f32_ok, f32_bad = w.loc[("fp32", "correct")], w.loc[("fp32", "forgets autocast")]
-    growth = growth_ratios(mem)
-    lo, hi = int(mem.index.min()), int(mem.index.max())
-    rev_growth = max(growth[t] for t in growth.index if is_reversible(t))
-    return "\n".join([
-        f"- {counts['passed']} of {len(tests)} selected tests passed ({counts['failed']} failed, {counts['error']} "
-        f"errors, {counts['skipped']} skipped) in {test_seconds:.0f} s of pytest run in this kernel.",
-        f"- Same weights, float64 models: the reversible gradients match the stored twin's to {exact:.1e} (largest "
-        f"per-parameter relative difference) on fp64 and fixed streams; in a float32 model on an fp32 stream the "
-        f"rebuilt activations round, and the gap grows to {worst['fp32']:.1e} "
-        f"({worst['fp32'] / max(exact, 1e-300):.1e} times larger).",
-        f"- Under bf16 autocast, a reversible backward that forgets to re-enter autocast lowers the cosine by at "
-        f"most 1 - cosine = {max(fx_bad.one_minus_cos, f32_bad.one_minus_cos):.1e}: a cosine bound of "
-        f"{AUTOCAST_COSINE} alone " + ("catches it." if caught_by_cosine(cos) else "does NOT catch it.")
-        + f" Its relative gradient error tells more: on the fp32 stream {f32_ok.rel_diff:.1e} for a correct backward "
-        f"against {f32_bad.rel_diff:.1e} for the broken one, and the bf16 test's norm bound "
-        + separation(f32_ok.rel_diff, f32_bad.rel_diff, AUTOCAST_REL_BOUND)
-        + f". On the fixed stream {fx_ok.rel_diff:.1e} against {fx_bad.rel_diff:.1e}, and the exact test's bound "
-        + separation(fx_ok.rel_diff, fx_bad.rel_diff, EXACT_REL_BOUND) + ".",
-        f"- From {lo} to {hi} layers, activation memory of one training step grows x{growth['residual']:.2f} for "
-        f"residual, x{growth['residual_ckpt']:.2f} with checkpointing, and at most x{rev_growth:.3f} for the "
-        f"reversible trunks (at depth {hi}, reveuler_rev needs "
-        f"{mem.loc[hi, 'residual'] / mem.loc[hi, 'reveuler_rev']:.1f} times less than residual).",
-        f"- Notebook wall time: {seconds:.0f} s.",
-    ])

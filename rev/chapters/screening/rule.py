@@ -1,10 +1,10 @@
 """Notebook 03 (screening): the candidates, their short runs, and the rule that picks the reversible trunk the
-assignment runs use (`choose`), with its verdicts (and why), its rule in words, its runner-up, its figures and why
-an fp64 stream can rebuild its input exactly. Writes `results/<profile>/screening.json`.
+assignment runs use (`choose`), with its verdicts, its runner-up, its figures and the measurement of why an fp64
+stream can rebuild its input exactly. Writes `results/<profile>/screening.json`.
 
-Speeds carry their spread: each row keeps the quartiles of its run's per-step tokens/s (`rev.chapters.shared.runs.run_speed`).
-The candidates' runs were timed one after another, so where the rule prefers the faster of two tied candidates its
-reason says the two speeds are not comparable (`verdicts.TIMED_APART`): the pick could go either way.
+Each row keeps the median and quartiles of its run's per-step tokens/s (`rev.chapters.shared.runs.run_speed`) for
+the record, but the rule never ranks by them: the candidates' runs were timed one after another
+(`verdicts.TIMED_APART`). Speeds that are comparable come from `streams` (a stream against its fp32 twin, interleaved).
 """
 from __future__ import annotations
 
@@ -18,11 +18,10 @@ from ...core.reversible import RECON_LIMIT
 from ...base.files import read_json, write_json
 from ...base.profiles import ProfileLike, get_profile
 from ..shared.results import number
-from ..shared.tables import counted
 from ..shared.run_log import step_speeds
 from ..shared.runs import profile_dir, run_dir_of, run_speed, train_run
 from ..shared.palette import integrator_colour
-from ..shared.verdicts import FALLBACK_TIE, TIMED_APART, within_tie
+from ..shared.verdicts import FALLBACK_TIE, within_tie
 from .streams import stream_row, with_stream
 from .sizes import chapter_sizes
 
@@ -75,6 +74,19 @@ def stream_twins(candidates: list[Candidate]) -> dict[str, str]:
     return {name: twin for name, twin in twins.items() if twin in names}
 
 
+def trained_row(name: str, summary: dict) -> dict:
+    """The screening row of a candidate that trained its own run (`summary`): its loss, reconstruction error,
+    tokens trained and the quartiles of its steps' tokens/s (kept for the record; the rule does not rank by them)."""
+    speed = run_speed(summary)
+    # the median step, inside its quartiles; the whole run's mean is pulled down by a few slow steps (load on
+    # a shared machine) and can fall below its own lower quartile
+    return {"val_loss": summary["final_val_loss"], "tokens_per_s": speed.value if speed else summary["tokens_per_s"],
+            "tokens_per_s_q1": speed.lo if speed else None, "tokens_per_s_q3": speed.hi if speed else None,
+            "reconstruction_error": summary["reconstruction_error"], "tokens": summary["tokens"], "weights": name,
+            "loss_vs_fp32": None,
+            "step_speeds": step_speeds(run_dir_of(summary)).tolist() if run_dir_of(summary) else None}
+
+
 def screen(profile: ProfileLike, results: str | Path = "results", data_dir: str | Path = "data",
            candidates: list[Candidate] | None = None, progress: bool = True) -> dict:
     """Short runs of every fp32 candidate (`screening_tokens` each), and of every other candidate without an fp32
@@ -87,17 +99,9 @@ def screen(profile: ProfileLike, results: str | Path = "results", data_dir: str 
     twin_of = stream_twins(cands)
     summaries, got = {}, {}
     for c in (c for c in cands if c.name not in twin_of):   # the runs first: every paired stream needs its weights
-        s = train_run(f"screening/{c.name}", profile, results, data_dir, progress=progress,
-                      trunk=c.trunk, h=c.h, stream=c.stream, train_tokens=tokens)
-        speed = run_speed(s)
-        summaries[c.name] = s
-        # the median step, inside its quartiles; the whole run's mean is pulled down by a few slow steps (load on
-        # a shared machine) and can fall below its own lower quartile
-        got[c.name] = {
-            "val_loss": s["final_val_loss"], "tokens_per_s": speed.value if speed else s["tokens_per_s"],
-            "tokens_per_s_q1": speed.lo if speed else None, "tokens_per_s_q3": speed.hi if speed else None,
-            "reconstruction_error": s["reconstruction_error"], "tokens": s["tokens"], "weights": c.name,
-            "loss_vs_fp32": None, "step_speeds": step_speeds(run_dir_of(s)).tolist() if run_dir_of(s) else None}
+        summaries[c.name] = train_run(f"screening/{c.name}", profile, results, data_dir, progress=progress,
+                                      trunk=c.trunk, h=c.h, stream=c.stream, train_tokens=tokens)
+        got[c.name] = trained_row(c.name, summaries[c.name])
     for c in (c for c in cands if c.name in twin_of):
         got[c.name] = stream_row(profile, results, data_dir, c.name, c.stream, twin_of[c.name],
                                  summaries[twin_of[c.name]])
@@ -120,81 +124,47 @@ def tied_with_best(ok: list[dict]) -> list[dict]:
     return [r for r in ok if within_tie(r["val_loss"] - best, FALLBACK_TIE)]
 
 
+# the streams from the cheapest: fp32 holds half the state memory of fp64, and fixed point adds integer conversions
+STREAM_COST = ("fp32", "fp64", "fixed")
+
+
 def pick_of_tie(tied: list[dict]) -> dict:
-    """The rule's choice among tied candidates (also `distinct_runner_up`'s)."""
-    # an fp32 stream first (half the state memory of fp64, no integer conversions), then the faster one
-    return max(tied, key=lambda r: (r["stream"] == "fp32", r["tokens_per_s"]))
-
-
-def speed_text(row: dict) -> str:
-    """A candidate's tokens/s (its median step) with the quartiles of its steps when they were recorded."""
-    q1, q3 = row.get("tokens_per_s_q1"), row.get("tokens_per_s_q3")
-    spread = f" (median step; quartiles {q1:,.0f}-{q3:,.0f})" if q1 is not None and q3 is not None else ""
-    return f"{row['tokens_per_s']:,.0f} tokens/s{spread}"
-
-
-def _speed_reason(pick: dict, tied: list[dict]) -> str:
-    """Why the pick among the tied candidates, as far as speed decided it, with the noise said out loud."""
-    same_kind = [r for r in tied if r is not pick and (r["stream"] == "fp32") == (pick["stream"] == "fp32")]
-    kind = "fp32-stream " if pick["stream"] == "fp32" else ""
-    if not same_kind:
-        return f"is the only {kind}one among those ({speed_text(pick)})"
-    second = max(same_kind, key=lambda r: r["tokens_per_s"])
-    text = (f"is the fastest {kind}one among those at {speed_text(pick)}, against {second['name']}'s "
-            f"{speed_text(second)}")
-    return text + f": {TIMED_APART} (the runs were timed one after another; the pick could go " \
-                  "either way)"
+    """The rule's choice among tied candidates (also `distinct_runner_up`'s): the cheapest stream, then the lower
+    loss. Speed does not decide: the candidates' runs were timed one after another (`verdicts.TIMED_APART`)."""
+    return min(tied, key=lambda r: (STREAM_COST.index(r["stream"]), r["val_loss"]))
 
 
 def choose(rows: list[dict], recon_limit: float = RECON_LIMIT) -> tuple[dict, str]:
-    """Lowest validation loss among reversible candidates that reconstruct well; within a tie, an fp32
-    stream (half the state memory of fp64 and no integer conversions), then the faster one, so the choice
-    never pays for precision it does not need."""
+    """Lowest validation loss among reversible candidates that reconstruct well; within a tie, the cheapest
+    stream (`STREAM_COST`), then the lower loss, so the choice never pays for precision it does not need. The
+    reason is one line of the pick's numbers."""
     rev = [r for r in rows if is_reversible(r["trunk"])]
     ok = [r for r in rev if reconstructs(r, recon_limit)]
     if not ok:
-        raise ValueError("no reversible candidate reconstructed its input within "
-                         f"{recon_limit}; use the fp64 or fixed stream or a smaller h")
+        raise ValueError(f"no reversible candidate reconstructed within {recon_limit:g}: try fp64 or fixed, or a smaller h")
     tied = tied_with_best(ok)
-    best = min(r["val_loss"] for r in ok)
     pick = pick_of_tie(tied)
-    base = next((r for r in rows if r["trunk"] == "residual"), None)
-    reason = (f"{pick['name']} reached validation loss {pick['val_loss']:.3f} "
-              f"(best reversible {best:.3f}; {counted(len(tied), 'candidate')} within {LOSS_TIE} nats), "
-              f"{_speed_reason(pick, tied)}, and rebuilt its input with relative "
-              f"error {pick['reconstruction_error']:.1e} (limit {recon_limit:g})")
-    if base:
-        reason += f"; the baseline reached {base['val_loss']:.3f}"
-    excluded = [r["name"] for r in rev if r not in ok]
-    if excluded:
-        reason += f"; excluded for poor reconstruction: {', '.join(excluded)}"
+    reason = (f"{pick['name']}: val loss {pick['val_loss']:.3f}, reconstruction error "
+              f"{pick['reconstruction_error']:.1e} (limit {recon_limit:g}), {len(tied)} within {LOSS_TIE} nats")
     return {"trunk": pick["trunk"], "h": pick["h"], "stream": pick["stream"]}, reason
 
 
-def _why(r: dict, ok: list[dict], tied: list[dict], pick: dict | None, recon_limit: float) -> str:
-    """One candidate's fate under the rule, in words."""
+def _why(r: dict, ok: list[dict], tied: list[dict], pick: dict | None) -> str:
+    """One candidate's fate under the rule, as a short label."""
     if r not in ok:
-        err = r["reconstruction_error"]
-        return ("no reconstruction error measured: not trusted" if err is None else
-                f"reconstruction error {err:.1e} is over the limit {recon_limit:g}")
-    best = min(x["val_loss"] for x in ok)
-    if r not in tied:
-        return f"{r['val_loss'] - best:+.3f} nats behind the best, outside the {LOSS_TIE:g}-nat tie"
+        return "no error measured" if r["reconstruction_error"] is None else "over the limit"
     if r is pick:
-        rivals = [x for x in tied if x is not r and (x["stream"] == "fp32") == (r["stream"] == "fp32")]
-        kind = "fp32-stream candidate" if r["stream"] == "fp32" else "candidate (no fp32 stream tied)"
-        if not rivals:
-            return f"picked: the only {kind} in the tie"
-        return f"picked: the fastest {kind} in the tie by its median step, though the speeds are {TIMED_APART}"
-    if pick["stream"] == "fp32" and r["stream"] != "fp32":
-        return f"in the tie, but on the {r['stream']} stream: the rule prefers fp32"
-    return (f"in the tie, slower than the pick by its median step ({speed_text(r)} vs {speed_text(pick)}): "
-            f"{TIMED_APART}")
+        return "picked"
+    if r not in tied:
+        return "outside the tie"
+    if r.get("loss_vs_fp32") == 0 and any(x["name"] == r.get("weights") for x in tied):
+        return "equals fp32 twin"   # its tied twin's weights held on another stream, the same loss: not a rival
+    return "tied, costlier stream" if r["stream"] != pick["stream"] else "tied, higher loss"
 
 
 def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):
     """Each reversible candidate's fate under `choose`: within the reconstruction limit, in the loss tie, picked,
-    and why (a sentence, so show the column whole)."""
+    and why (a short label)."""
     import pandas as pd
 
     rev = [r for r in rows if is_reversible(r["trunk"])]
@@ -204,23 +174,8 @@ def screening_verdicts(rows: list[dict], recon_limit: float = RECON_LIMIT):
     return pd.DataFrame([{"name": r["name"], "stream": r["stream"], "val_loss": r["val_loss"],
                           "reconstruction_error": r["reconstruction_error"],
                           "within_limit": r in ok, "in_tie": r in tied, "picked": r is pick,
-                          "why": _why(r, ok, tied, pick, recon_limit)}
+                          "why": _why(r, ok, tied, pick)}
                          for r in rev]).set_index("name")
-
-
-def screening_rule(profile: ProfileLike) -> str:
-    """The screening's rule in words (Markdown), with the profile's numbers: what `choose` does."""
-    prof = get_profile(profile)
-    return (f"Each fp32 candidate trains on {screening_tokens(profile):,} tokens ({chapter_sizes(prof).fraction:.0%} of "
-            f"the {prof.train_tokens:,}-token budget); an fp64 or fixed-point candidate whose fp32 twin (same "
-            f"integrator and h) is in the set is measured on that run's trained weights (loss, reconstruction, "
-            f"speed), since a stream changes how the state is held, not the function. Among the reversible "
-            f"candidates whose trained trunk rebuilds its "
-            f"input to a relative error of at most `RECON_LIMIT` = {RECON_LIMIT:g}, the lowest validation loss "
-            f"wins; candidates within `LOSS_TIE` = {LOSS_TIE} nats of it count as tied, and among those an fp32 "
-            f"stream goes first, then the faster one. The rule sees {chapter_sizes(prof).fraction:.0%} of the budget: a "
-            f"candidate that learns more slowly early but ends lower (or fits a larger batch) is invisible to it, "
-            f"which notebook 07 checks against the runner-up trained on the full budget.")
 
 
 def chosen_reversible(profile: ProfileLike, results: str | Path = "results") -> tuple[dict, str]:
@@ -239,56 +194,52 @@ def _bar_colour(row: dict) -> str:
     return integrator_colour(row["trunk"])   # the trunk's integrator, as in every figure of the book
 
 
-def plot_screening_bars(rows: list[dict], recon_limit: float = RECON_LIMIT):
-    """Validation loss, speed (median step, with the quartiles of its steps as error bars where recorded) and
-    reconstruction error of each screening run: one row per candidate, the same row in all three panels (shared
-    y axis), each value labelled. Loss and reconstruction error are dots, not bars: a loss axis zoomed to the
-    candidates' range and a log axis have no zero a bar's length could be measured from. An exact 0 cannot sit on
-    the log axis, so it is a hollow dot on the floor, labelled; the residual baseline has no inverse and says so."""
+def plot_screening_bars(rows: list[dict], recon_limit: float = RECON_LIMIT, unigram: float | None = None):
+    """Validation loss and reconstruction error of each screening run: one row per candidate, the same row in both
+    panels (shared y axis), each value labelled, the baseline's loss and (when given) the `unigram` loss of a model
+    that ignores context drawn as lines. No speed panel: the runs were timed one after another, so their speeds
+    are not comparable (`verdicts.TIMED_APART`). Dots, not bars: a loss axis zoomed to the candidates' range and a
+    log axis have no zero a bar's length could be measured from. An exact 0 cannot sit on the log axis, so it is a
+    hollow dot on the floor, labelled; the residual baseline has no inverse and says so."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     y = np.arange(len(rows))
     colours = [_bar_colour(r) for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 0.5 * len(rows) + 1.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.5 * len(rows) + 1.8), sharey=True)
     val = [r["val_loss"] for r in rows]
     axes[0].scatter(val, y, color=colours, zorder=3)
     base = next((r["val_loss"] for r in rows if r["trunk"] == "residual"), None)
     if base is not None:
         axes[0].axvline(base, color=colours[0] if rows[0]["trunk"] == "residual" else "k", ls=":", lw=1,
-                        label="the baseline's loss")
-        axes[0].legend(fontsize=8, loc="lower right")
+                        label="baseline")
+    if unigram is not None:
+        axes[0].axvline(unigram, color="grey", ls="--", lw=1, label=f"unigram {unigram:.3f}")
+    lo, hi = min(val + [unigram or min(val)]), max(val + [unigram or max(val)])
+    axes[0].set(xlabel="validation loss (axis zoomed)", xlim=(lo - 0.1 * (hi - lo + 0.01), hi + 0.3 * (hi - lo + 0.01)))
     axes[0].grid(axis="x", alpha=0.3)
-    axes[0].set(xlabel="validation loss (axis zoomed)",
-                xlim=(min(val) - 0.1 * (max(val) - min(val) + 0.01), max(val) + 0.3 * (max(val) - min(val) + 0.01)))
-    speed = [r["tokens_per_s"] for r in rows]
-    axes[1].barh(y, speed, color=colours, alpha=0.8)
-    for i, r in enumerate(rows):
-        if r.get("tokens_per_s_q1") is not None and r.get("tokens_per_s_q3") is not None:
-            axes[1].plot([r["tokens_per_s_q1"], r["tokens_per_s_q3"]], [i, i], "|-", color="k", lw=1.5, ms=10)
-    axes[1].set(xlabel="tokens/s: median step, quartiles")
+    if axes[0].get_legend_handles_labels()[0]:   # above the axes: inside, it would cover a candidate's dot
+        axes[0].legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
     errors = [r["reconstruction_error"] for r in rows]
     positive = [e for e in errors if e]
     floor = min(positive + [recon_limit]) / 30
     for i, e in enumerate(errors):
         if e:
-            axes[2].plot([e], [i], "o", color=colours[i])
+            axes[1].plot([e], [i], "o", color=colours[i])
         elif e == 0:
-            axes[2].plot([floor], [i], "o", mfc="white", color=colours[i], clip_on=False)
-    axes[2].axvline(recon_limit, color="k", ls="--", lw=1, label=f"limit {recon_limit:g}")
-    axes[2].grid(axis="x", alpha=0.3)
-    axes[2].set(xscale="log", xlabel="reconstruction error (log; hollow: exactly 0)",
+            axes[1].plot([floor], [i], "o", mfc="white", color=colours[i], clip_on=False)
+    axes[1].axvline(recon_limit, color="k", ls="--", lw=1, label=f"limit {recon_limit:g}")
+    axes[1].grid(axis="x", alpha=0.3)
+    axes[1].set(xscale="log", xlabel="reconstruction error (log; hollow: exactly 0)",
                 xlim=(floor / 1.5, recon_limit * 30))
-    for i, (v, s, e) in enumerate(zip(val, speed, errors)):
+    for i, (v, e) in enumerate(zip(val, errors)):
         axes[0].text(v, i, f"  {v:.3f}", va="center", fontsize=8)
-        axes[1].text(max(s, rows[i].get("tokens_per_s_q3") or s), i, f" {s:,.0f}", va="center", fontsize=8)
         label = "no inverse" if e is None else "exactly 0" if e == 0 else f"{e:.1e}"
-        axes[2].text(e if e else floor, i, f"  {label}", va="center", fontsize=8)
+        axes[1].text(e if e else floor, i, f"  {label}", va="center", fontsize=8)
     axes[0].xaxis.set_major_locator(plt.MaxNLocator(4))  # loss differences are small: few, readable ticks
-    axes[1].set_xlim(right=1.15 * max(max(speed), *(r.get("tokens_per_s_q3") or 0 for r in rows)))
     axes[0].set_yticks(y, [r["name"] for r in rows])
     axes[0].invert_yaxis()  # first candidate on top, as in the tables
-    axes[2].legend(fontsize=8, loc="lower right")
+    axes[1].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -359,27 +310,9 @@ def exactness_by_block_dtype(run_dir: str | Path, data_dir: str | Path, stream: 
             "float64_blocks": reconstruction_error(model.double(), x)}
 
 
-def exactness_lesson(found: dict) -> str:
-    """`exactness_by_block_dtype`'s two numbers in words: why (or whether) this stream rebuilt its input exactly."""
-    s, dt, L = found["stream"], found["model_dtype"], found["n_layer"]
-    trained, f64 = found["as_trained"], found["float64_blocks"]
-    if trained == 0:
-        head = (f"The {s} candidate rebuilt its input to exactly 0 (a true zero, not a rounded print): its {L}-layer "
-                f"trunk runs {dt} blocks, so every increment added to the {s} stream is a {dt} number, and the "
-                f"stream holds sums of such numbers without rounding while their sizes stay within about $2^{{29}}$ "
-                f"of each other. Forward rounds nothing, so the inverse subtracts back exactly what was added.")
-    else:
-        head = (f"The {s} candidate ({L} layers, {dt} blocks) rebuilt its input to {trained:.1e}: here the sums "
-                f"did round.")
-    tail = (f" With the same weights in float64, the increments use all 53 bits and the adds round: "
-            f"{f64:.1e}, float64 rounding, as notebooks 01 and 01b measure (their blocks compute in float64)."
-            if f64 > 0 else " With the same weights in float64 it still rebuilds exactly (0).")
-    return head + tail
-
-
 def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT) -> dict | None:
     """The screening row to train as the runner-up, picked by `choose`'s own rule (the lowest validation
-    loss; within `LOSS_TIE` of it an fp32 stream first, then the faster) among the reversible candidates that
+    loss; within `LOSS_TIE` of it the cheapest stream, then the lower loss) among the reversible candidates that
     reconstruct within `recon_limit` and differ from the chosen one in trunk or step size h. A candidate that differs
     only in its stream trains the same blocks from the same start -- the stream changes how the trunk's state is held and inverted, not the function -- so its loss at the
     full budget is the pick's to rounding, and training it (minutes on a CPU) would check nothing."""
@@ -392,4 +325,4 @@ def distinct_runner_up(screening: dict | None, recon_limit: float = RECON_LIMIT)
           and number(r.get("val_loss")) is not None and not same(r)]
     if not ok:
         return None
-    return pick_of_tie(tied_with_best([{**r, "tokens_per_s": r.get("tokens_per_s") or 0} for r in ok]))
+    return pick_of_tie(tied_with_best(ok))

@@ -39,8 +39,7 @@ from ...core.step import train_step
 from ...training.loop import TrainConfig, ensure_data, evaluate, plan_run, untimed_steps
 from ...training.checkpoint import load_model
 from ..shared.runs import profile_dir, round_ratio
-from ..shared.tables import counted
-from ..shared.verdicts import Tie, speed_verdict, within_tie
+from ..shared.verdicts import speed_verdict
 
 PROBE_STEPS = 16          # timed training steps per stream (after `untimed_steps` of warm-up)
 STREAMS_FILE = "screening_streams.json"
@@ -123,26 +122,3 @@ def speed_vs_fp32(hit: dict) -> dict | None:
         return None
     s = round_ratio(hit["step_times"], hit["fp32_step_times"])
     return {"ratio": s.value, "lo": s.lo, "hi": s.hi, "rounds": s.n, "verdict": speed_verdict(s)}
-
-
-def stream_lesson(rows: list[dict], tie: Tie) -> str:
-    """What the paired stream measurements show, in words: the largest loss difference a stream made on the same
-    weights against the screening's loss tie `tie`, and what this design leaves out."""
-    paired = [r for r in rows if r.get("loss_vs_fp32") is not None]
-    if not paired:
-        return "Every candidate trained its own run: no stream was measured on another run's weights."
-    worst = max(paired, key=lambda r: abs(r["loss_vs_fp32"]))
-    gap = abs(worst["loss_vs_fp32"])
-    verdict = (f"inside the screening's {tie.nats:g}-nat loss tie: a loss difference between candidates is the "
-               "integrator's and h's, not the stream's" if within_tie(gap, tie) else
-               f"more than the screening's {tie.nats:g}-nat loss tie: here the stream changes the function measurably")
-    moved = "left the validation loss unchanged, bit for bit" if gap == 0 else \
-        f"moved the validation loss by at most {gap:.1e} nats"
-    speeds = [f"{r['name']} {r['speed_vs_fp32']['ratio']:.2f}x ({r['speed_vs_fp32']['lo']:.2f}-"
-              f"{r['speed_vs_fp32']['hi']:.2f}, {r['speed_vs_fp32']['verdict']})" for r in paired if r.get("speed_vs_fp32")]
-    timed = (" Against its fp32 twin, timed interleaved on the same weights (the median round ratio and its 95% "
-             "bootstrap interval): " + "; ".join(speeds) + "." if speeds else "")
-    return (f"{counted(len(paired), 'candidate')} of {len(rows)} {'is' if len(paired) == 1 else 'are'} another "
-            f"stream of an fp32 candidate, measured on its trained weights rather than trained again. On the same "
-            f"weights a stream {moved} ({worst['name']}), {verdict}.{timed} What this leaves out: rounding that "
-            "steers training over many steps; run 3b (notebook 06) trains the other stream in full.")

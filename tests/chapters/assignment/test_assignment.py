@@ -9,7 +9,7 @@ import pytest
 from rev.chapters.screening import distinct_runner_up
 from rev.chapters.shared.results import (load_runs, loss_head_finding, loss_head_table, max_batch_views, screening_check,
                               stream_reliability, stream_runs)
-from rev.chapters.screening.rule import ASSIGNMENT_FINAL, screening_candidates, screening_rule
+from rev.chapters.screening.rule import ASSIGNMENT_FINAL, screening_candidates
 from rev.chapters.assignment.searches import loss_head_ablation, max_batch_budget_tokens, other_stream
 from rev.core.loss import LOSS_HEADS
 from rev.core.reversible import RECON_LIMIT
@@ -121,10 +121,8 @@ def test_cpu_max_batch_runs_get_at_least_120_steps():
     assert max_batch_tokens("cpu", [7, 41]) == prof.train_tokens
 
 
-def test_screening_tries_the_assignment_final_configuration_and_states_its_rule():
+def test_screening_tries_the_assignment_final_configuration():
     assert ASSIGNMENT_FINAL in screening_candidates("cpu") and ASSIGNMENT_FINAL in screening_candidates("smoke")
-    rule = screening_rule("cpu")
-    assert f"{RECON_LIMIT:g}" in rule and "0.02 nats" in rule and "15%" in rule
     assert other_stream({"trunk": "reveuler_rev", "h": 0.5, "stream": "fp64"})["stream"] == "fp32"
     assert other_stream({"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"})["key"] == "reveuler_rev_fp64"
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from rev.chapters.assignment import takeaways as T
-from rev.chapters.screening.takeaways import screening_takeaways
 from rev.chapters.shared.results import load_runs, max_batch_views, view_gaps
 from rev.chapters.shared.run_log import val_loss_after_steps
 from rev.chapters.shared.runs import loss_spikes, run_dir_of, run_speed, speed_ratio_between, summary_table
@@ -240,22 +239,6 @@ def test_tables_print_whole_numbers_as_integers(tmp_path):
     shown = tidy(summary_table(runs).T)
     assert shown.loc["batch_size"].tolist() == ["7", "29"] and "7.0" not in shown.to_string()
     assert run_speed(runs[0]).n == 38   # the warm-up steps train leaves out are left out here too
-
-
-def _screening(losses: dict[str, float]) -> dict:
-    rows = [{"name": n, "trunk": "residual" if n == "base" else "reveuler_rev", "h": 1.0, "stream": "fp32",
-             "val_loss": v, "tokens_per_s": 1.0, "reconstruction_error": None if n == "base" else 1e-6}
-            for n, v in losses.items()]
-    return {"runs": rows, "chosen": {"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"}, "tokens": 1000}
-
-
-def test_screening_takeaways_call_a_difference_inside_the_tie_a_tie():
-    tied = screening_takeaways(_screening({"base": 5.000, "a": 5.001, "b": 5.010}))
-    assert "tied (within 0.02 nats) with 1 other" in tied and "a tie (+0.001 nats)." in tied
-    clear = screening_takeaways(_screening({"base": 5.000, "a": 5.200, "b": 5.500}))
-    assert "ahead of every other candidate" in clear and "4.999, 0.200 nats behind." not in clear and "0.200 nats behind." in clear
-    ahead = screening_takeaways(_screening({"base": 5.300, "a": 5.200, "b": 5.210}))
-    assert "0.100 nats ahead." in ahead
 
 
 def test_a_screening_row_quotes_its_median_step_inside_its_quartiles(tmp_path, monkeypatch):

@@ -152,7 +152,7 @@ def test_layer_ticks():
     assert checks.layer_ticks(names) == ([0.5, 2.5, 4.0, 5.5], ["emb", "L0", "L1", "ln_f"])
 
 
-# --- break it (exercises 02.1, 02.3) and the takeaways of notebook 02 -----------------------------------------
+# --- break it (exercises 02.1, 02.3) -----------------------------------------
 
 def test_sabotage_checks_refuse_a_correct_backward():
     import contextlib
@@ -180,11 +180,11 @@ def test_swapped_inverse_is_caught():
             return (y, sub(z, call("G", y), h))
 
     line = exercises.check_swapped_inverse(Swapped)
-    assert "O(h^2.0)" in line and "caught by test_gradients_match_stored_twin_float64" in line
+    assert "O(h^2.0)" in line and line.endswith("tests caught it") and not line.split(";")[1].startswith(" 0 of")
     assert INTEGRATORS["reveuler"] is RevEuler  # the replacement ends with the check
 
 
-def test_verdict_and_takeaways_from_tables():
+def test_verdict_and_stream_gap_from_tables():
     import pandas as pd
 
     tests = pd.DataFrame(dict(nodeid=["a", "b"], outcome=["passed", "failed"], message=["", "boom"]))
@@ -194,17 +194,10 @@ def test_verdict_and_takeaways_from_tables():
     suite.require_all_passed(tests.iloc[:1])
     grad = pd.DataFrame(dict(stream=["fp32", "fp64", "fixed"], rel_diff=[1e-8, 1e-16, 0.0]))
     assert checks.stream_gap(grad)["decades"] == pytest.approx(8.0)
-    cos = pd.DataFrame(dict(stream=["fp32", "fp32", "fixed", "fixed"],
-                            variant=["correct", "forgets autocast"] * 2,
-                            cosine=[0.9999, 0.99, 1.0, 0.98], rel_diff=[1e-3, 1e-1, 1e-9, 1e-1]))
-    assert checks.caught_by_cosine(cos)
-    mem = pd.DataFrame({"residual": [1.0, 4.0], "residual_ckpt": [1.0, 2.0], "midpoint_rev": [1.0, 1.0],
-                        "reveuler_rev": [1.0, 1.0]}, index=pd.Index([2, 8], name="n_layer"))
-    text = checks.takeaways(tests, 3.0, grad, cos, mem, 10.0)
-    assert text.count("\n- ") == 4 and "x4.00 for residual" in text and "alone catches it" in text
 
 
-# --- the printouts and takeaways of section 3 follow the numbers (contradicting tables, contradicting text) ----
+# --- the verdicts of section 3 follow the numbers -----------------------------------------------------------
+
 
 def _cos(ok32: tuple[float, float], bad32: tuple[float, float], okfx: tuple[float, float] = (1.0, 0.0),
          badfx: tuple[float, float] = (0.99997, 8e-3)):
@@ -223,52 +216,41 @@ def _mem():
                          "reveuler_rev": [1.0, 1.0]}, index=pd.Index([2, 8], name="n_layer"))
 
 
-def test_autocast_verdicts_and_takeaway_follow_the_measurement():
-    import pandas as pd
-
-    tests = pd.DataFrame(dict(nodeid=["a"], outcome=["passed"], message=[""]))
-    grad = pd.DataFrame(dict(stream=["fp32", "fp64", "fixed"], rel_diff=[1e-8, 1e-16, 0.0]))
+def test_autocast_verdicts_follow_the_measurement():
     # as measured: the cosine barely moves, the norm bound catches the break, a correct backward passes
     usual = _cos(ok32=(1.0, 8e-8), bad32=(0.99997, 8e-3))
     assert checks.autocast_verdicts(usual) == {"cosine catches": False, "norm bound catches": True,
                                                "correct passes": True}
-    text = checks.takeaways(tests, 1.0, grad, usual, _mem(), 1.0)
-    assert "alone does NOT catch it" in text and "lies between them" in text and "catches the break" in text
-    assert "no bound separates" not in text
     # a break the cosine does catch, and one the norm bound misses
     loud = _cos(ok32=(1.0, 8e-8), bad32=(0.9, 5e-5), badfx=(0.9, 8e-3))
     assert checks.autocast_verdicts(loud)["cosine catches"] and not checks.autocast_verdicts(loud)["norm bound catches"]
-    text = checks.takeaways(tests, 1.0, grad, loud, _mem(), 1.0)
-    assert "alone catches it" in text and "does NOT catch the broken backward" in text
-    # a correct backward already above the bound: the text says the test would fail it too
-    noisy = _cos(ok32=(1.0, 3e-4), bad32=(0.99997, 8e-3))
-    assert not checks.autocast_verdicts(noisy)["correct passes"]
-    assert "would fail a correct one too" in checks.takeaways(tests, 1.0, grad, noisy, _mem(), 1.0)
-    lines = checks.autocast_lines(usual)
-    assert len(lines) == 6 and lines[-4] == "the bf16 test on the fp32 stream:"
-    assert lines[-3] == "  ✗ its cosine bound (>= 0.999) catches the broken backward: does not hold"
-    assert lines[-2] == "  ✓ its relative-norm bound (<= 0.0001) catches it" and lines[-1].startswith("  ✓ a correct")
-    assert checks.autocast_verdict_lines(loud)[1].startswith("  ✓ its cosine bound")
+    # a correct backward already above the norm bound, and one exactly at both bounds (which passes)
+    assert not checks.autocast_verdicts(_cos(ok32=(1.0, 3e-4), bad32=(0.99997, 8e-3)))["correct passes"]
+    assert checks.autocast_verdicts(_cos(ok32=(0.999, 1e-4), bad32=(0.99997, 8e-3)))["correct passes"]
 
 
-def test_caught_by_names_the_bound_that_fired():
+def test_caught_table_names_the_check_that_fired_with_its_value_and_bound():
     import pandas as pd
 
     df = pd.DataFrame(dict(test=["test_gradients_under_bf16_autocast", "test_bf16_autocast_exact_on_fixed_stream",
-                                 "test_other"], params=["cpu-reveuler"] * 3, outcome=["failed", "failed", "passed"],
+                                 "test_gradients_match_stored_twin_float64", "test_other"],
+                           params=["cpu-reveuler"] * 4, outcome=["failed", "failed", "failed", "passed"],
                            message=["AssertionError: largest per-parameter relative gradient error 5.46e-03",
-                                    "AssertionError: 0.0054", ""]))
-    line = checks.caught_by(df)
-    assert "(its cosine bound passed, its relative-norm bound failed: largest" in line
-    assert "test_bf16_autocast_exact_on_fixed_stream[cpu-reveuler] (relative error 0.0054)" in line
-    assert line.endswith("passed anyway: test_other[cpu-reveuler]")
+                                    "AssertionError: 0.0054", "wte.weight", ""]))
+    t = checks.caught_table(df).reset_index().set_index("test")
+    assert t.loc["test_gradients_under_bf16_autocast", ["check that fired", "measured", "bound"]].tolist() == \
+        ["relative error", 5.46e-03, "<= 0.0001"]
+    assert t.loc["test_bf16_autocast_exact_on_fixed_stream", ["measured", "bound"]].tolist() == [0.0054, "<= 1e-06"]
+    assert t.loc["test_gradients_match_stored_twin_float64", "measured"] == "wte.weight"
+    assert t.loc["test_other", "verdict"] == "passed anyway" and t["verdict"].tolist().count("caught it") == 3
     df.loc[0, "message"] = "AssertionError: lowest per-parameter gradient cosine 0.99000"
-    assert "(its cosine bound failed: lowest" in checks.caught_by(df)
+    fired = checks.caught_table(df).iloc[0]
+    assert (fired["check that fired"], fired["measured"], fired["bound"]) == ("lowest cosine", 0.99, ">= 0.999")
 
 
 def test_bounds_are_the_tests_own():
-    """The constants the notebook prints and the takeaways judge by are the ones tests/core/test_reversible.py
-    asserts, and its messages are the ones `how_caught` reads."""
+    """The constants the notebook prints and its verdict tables judge by are the ones tests/core/test_reversible.py
+    asserts, and its messages are the ones `caught_table` reads."""
     import re
 
     source = (suite.tests_dir() / "core" / "test_reversible.py").read_text()

@@ -17,15 +17,14 @@ def test_choose_takes_lowest_loss_among_good_reconstructions():
             _row("b", "reveuler_rev", "fp32", 2.1, 700, 1e-6),
             _row("c", "reveuler_rev", "fp32", 1.5, 700, 10 * RECON_LIMIT)]
     chosen, reason = choose(rows)
-    assert chosen["trunk"] == "reveuler_rev" and "excluded for poor reconstruction: c" in reason
-    assert "2.100" in reason and "baseline reached 2.000" in reason
+    assert chosen["trunk"] == "reveuler_rev" and reason.startswith("b: val loss 2.100")
 
 
-def test_ties_prefer_fp32_then_speed():
+def test_ties_prefer_fp32_then_the_lower_loss_never_speed():
     rows = [_row("x", "reveuler_rev", "fp64", 2.000, 999, 0.0),
-            _row("y", "reveuler_rev", "fp32", 2.010, 500, 1e-6),
-            _row("z", "midpoint_rev", "fp32", 2.005, 600, 1e-6)]
-    assert choose(rows)[0]["trunk"] == "midpoint_rev"
+            _row("y", "reveuler_rev", "fp32", 2.005, 500, 1e-6),
+            _row("z", "midpoint_rev", "fp32", 2.010, 900, 1e-6)]   # faster, but timed apart: speed does not decide
+    assert choose(rows)[0]["trunk"] == "reveuler_rev"
 
 
 def test_no_good_candidate_is_a_clear_error():
