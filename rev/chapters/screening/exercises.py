@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ...core.reversible import RECON_LIMIT
-from .rule import LOSS_TIE, choose
+from .rule import choose
 
 
 def _row(name: str, trunk: str, stream: str, val: float, recon: float | None) -> dict:
