@@ -18,7 +18,7 @@ The package, in the order the notebooks tell the story:
 
 Everything public is re-exported here, except the name two modules share (`walk_back`: take it from `toy` or `buildit`).
 """
-from .toy import (COMPUTE_DTYPE, UNIT_ROUNDOFF, add_sub_check, add_sub_curve, add_sub_example, AddSubCheck,
+from .toy import (COMPUTE_DTYPE, UNIT_ROUNDOFF, add_sub_check, add_sub_example, AddSubCheck,
                   depth_slope, depth_study, DepthStudy, error_budget, error_profile, ErrorBudget, euler_defect,
                   EulerDefect, Field, fit_loglog_slope, initial_points, leapfrog_roots, linear_field, local_errors,
                   make_tanh_field, model_band, parasitic_mode, ParasiticMode, roundtrip_error, spacing, step_study,
@@ -34,7 +34,7 @@ from .buildit import (BREAKS, COLORS, GRAD_RTOL, TRUNKS, block_params, break_tab
                       undo_layer, undo_update)
 from .exercises import check_euler_there_and_back, check_function, check_leapfrog_inverse, LeapfrogInverse
 
-__all__ = ["COMPUTE_DTYPE", "UNIT_ROUNDOFF", "add_sub_check", "add_sub_curve", "add_sub_example", "AddSubCheck",
+__all__ = ["COMPUTE_DTYPE", "UNIT_ROUNDOFF", "add_sub_check", "add_sub_example", "AddSubCheck",
            "depth_slope", "depth_study", "DepthStudy", "error_budget", "error_profile", "ErrorBudget", "euler_defect",
            "EulerDefect", "Field", "fit_loglog_slope", "initial_points", "leapfrog_roots", "linear_field",
            "local_errors", "make_tanh_field", "model_band", "parasitic_mode", "ParasiticMode", "roundtrip_error",

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from ...base.device import single_thread
 from ...core.integrators import Integrator, State, get_integrator, integrate, invert
-from ...core.streams import STREAMS, get_stream
+from ...core.streams import get_stream
 
 Field = Callable[[Tensor], Tensor]
 
@@ -507,12 +507,6 @@ def add_sub_check(stream: str, ratio: float = 1.0, n_pairs: int = 100_000, seed:
     with single_thread():
         orig, back = _add_sub(stream, a, b)
     return AddSubCheck(stream, float(ratio), float((orig != back).double().mean()), _rms(back - orig))
-
-
-def add_sub_curve(ratios: Sequence[float], n_pairs: int = 100_000, seed: int = 0,
-                  streams: Sequence[str] = STREAMS) -> dict[str, list[AddSubCheck]]:
-    """`add_sub_check` for every stream and every size ratio |b|/|a|."""
-    return {s: [add_sub_check(s, r, n_pairs, seed) for r in ratios] for s in streams}
 
 
 def add_sub_example(stream: str = "fp32", seed: int = 0, n_pairs: int = 1000) -> tuple[float, float, float] | None:

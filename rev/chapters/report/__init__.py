@@ -12,7 +12,7 @@ The package, in the order the notebook tells the story:
 Everything public is re-exported here: `from rev.chapters import report; report.write_report(results, profile)`.
 """
 from .headline import (batch_line, bench_speed, budget_reason, conclusion_line, drifted_runs, headline_lines,
-                       loss_line, memory_line, mib, not_measured_line, not_won_line, pct, spent_line, spent_of,
+                       loss_line, memory_line, mib, not_measured_line, not_won_line, spent_line, spent_of,
                        throughput_line)
 from .evidence import (compare_with_published, format_headline, markdown_table, maxbatch_table, runs_table,
                        worst_reconstruction)
@@ -20,7 +20,7 @@ from .writer import add_arguments, broken_lines, corpus_used, report_markdown, r
 from .exercises import check_stored_bytes_per_layer, check_with_reconstruction_error, with_reconstruction_error
 
 __all__ = ["batch_line", "bench_speed", "budget_reason", "conclusion_line", "drifted_runs", "headline_lines",
-           "loss_line", "memory_line", "mib", "not_measured_line", "not_won_line", "pct", "spent_line", "spent_of",
+           "loss_line", "memory_line", "mib", "not_measured_line", "not_won_line", "spent_line", "spent_of",
            "throughput_line", "compare_with_published", "format_headline", "markdown_table", "maxbatch_table",
            "runs_table", "worst_reconstruction", "add_arguments", "broken_lines", "corpus_used", "report_markdown",
            "run_cli", "text_table", "write_report", "check_stored_bytes_per_layer", "check_with_reconstruction_error",

@@ -25,11 +25,6 @@ from ..shared.verdicts import (FASTER, HIGHER, LOWER, SLOWER, TIED, TOO_NOISY, D
                                loss_side_word, loss_words, machine_drift, seed_tie, speed_verdict)
 
 
-def pct(ratio: float) -> str:
-    """A ratio as a signed percentage change: 0.79 -> "-21.0%"."""
-    return f"{(ratio - 1) * 100:+.1f}%"
-
-
 def mib(b: float | None) -> str:
     return "?" if b is None else f"{b / MIB:,.1f} MiB"
 

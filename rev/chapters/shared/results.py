@@ -140,15 +140,6 @@ def _run_row(run_dir: Path, problems: list[str]) -> dict | None:
     return row
 
 
-def row_spread(row: pd.Series | dict | None) -> tuple[float, float, float] | None:
-    """(lower quartile, median, upper quartile) of a `load_runs` row's per-step tokens/s, as read from its log
-    once by `load_runs`; None when the run logged no steps to give it a spread."""
-    if row is None:
-        return None
-    q = [number(row.get(k)) for k in ("tokens_per_s_q1", "tokens_per_s", "tokens_per_s_q3")]
-    return None if any(v is None for v in q) else tuple(q)
-
-
 def _screening_dirs(profile_dir: Path) -> list[Path]:
     folder = profile_dir / SCREENING_DIR
     return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from .palette import run_colour
 from .run_log import read_log
-from ...base.units import MIB
 
 
 def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, levels: dict[str, float] | None = None,
@@ -63,23 +62,3 @@ def _zoom(ax, inset, window: list, share: float) -> None:
     inset.tick_params(labelsize=7)
     ax.indicate_inset_zoom(inset, edgecolor="0.5")
 
-
-def plot_memory_speed(summaries: dict[str, dict]):
-    """Peak step memory and tokens/s of runs side by side ({label: summary}); the speed bars are each run's median
-    step with its quartiles as error bars (`rev.chapters.shared.runs.run_speed`), where its log is there."""
-    import matplotlib.pyplot as plt
-
-    from .runs import run_speed
-
-    colors = [run_colour(s.get("run", "")) for s in summaries.values()]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    axes[0].bar(list(summaries), [s["peak_memory_bytes"] / MIB for s in summaries.values()], color=colors)
-    axes[0].set(ylabel="peak MiB of a training step")
-    speeds = [run_speed(s) for s in summaries.values()]
-    mid = [sp.value if sp else s["tokens_per_s"] for sp, s in zip(speeds, summaries.values())]
-    err = [[m - sp.lo if sp else 0 for m, sp in zip(mid, speeds)],
-           [sp.hi - m if sp else 0 for m, sp in zip(mid, speeds)]]
-    axes[1].bar(list(summaries), mid, yerr=err, capsize=4, color=colors)
-    axes[1].set(ylabel="tokens / s (median step, quartiles)")
-    fig.tight_layout()
-    return fig

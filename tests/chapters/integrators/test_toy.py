@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 
 from rev.chapters.integrators import toy, toy_plots  # noqa: E402
 from rev.core.integrators import decode_state, get_integrator, integrate, invert  # noqa: E402
+from rev.core.streams import STREAMS  # noqa: E402
 
 REVERSIBLE = ("leapfrog", "reveuler")
 
@@ -111,8 +112,6 @@ def test_add_sub_failures():
     a, b, back = toy.add_sub_example("fp32")
     assert np.float32(np.float32(a) + np.float32(b)) - np.float32(b) == np.float32(back) != np.float32(a)
     assert toy.add_sub_example("fixed") is None
-    curve = toy.add_sub_curve([1e-3, 1e3], 5000, streams=("fp32",))
-    assert curve["fp32"][0].fail_fraction < curve["fp32"][1].fail_fraction
 
 
 def test_decode_state_and_spacing():
@@ -203,8 +202,8 @@ def test_leapfrog_exercise_check_passes_and_names_the_mistake():
 
 
 def test_figures_from_small_runs(field, x0):
-    depth = {(n, s): toy.depth_study(n, field, x0, 0.1, [2, 8], s) for n in REVERSIBLE for s in toy.STREAMS}
-    step = {(n, s): toy.step_study(n, field, x0, [0.05, 0.2], 8, s) for n in REVERSIBLE for s in toy.STREAMS}
+    depth = {(n, s): toy.depth_study(n, field, x0, 0.1, [2, 8], s) for n in REVERSIBLE for s in STREAMS}
+    step = {(n, s): toy.step_study(n, field, x0, [0.05, 0.2], 8, s) for n in REVERSIBLE for s in STREAMS}
     decay, osc = toy.parasitic_mode(1.0, 0.1, 40), toy.parasitic_mode(2j, 0.1, 40)
     for fig in (toy_plots.band_panels(depth), toy_plots.band_panels(step),
                 toy_plots.parasitic_figure(decay, osc, [decay])):

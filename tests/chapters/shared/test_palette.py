@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from rev.chapters.shared import palette  # noqa: E402
 from rev.chapters.shared.figures import _COLOURS  # noqa: E402
-from rev.chapters.shared.run_plots import plot_memory_speed, plot_runs  # noqa: E402
+from rev.chapters.shared.run_plots import plot_runs  # noqa: E402
 
 
 def _log(folder, losses):
@@ -31,10 +31,6 @@ def test_a_run_has_its_colour_in_every_figure_whatever_its_order(tmp_path):
         drawn = {mcolors.to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
         assert {by_label["a"], by_label["b"]} <= drawn
         plt.close(fig)
-    fig = plot_memory_speed({"run 2": {"run": "run2_reversible_same_batch", "peak_memory_bytes": 2**20,
-                                       "tokens_per_s": 10.0}})
-    assert mcolors.to_hex(fig.axes[0].patches[0].get_facecolor()) == palette.RUNS["run2_reversible_same_batch"]
-    plt.close(fig)
     assert _COLOURS["run3_reversible_max_batch"] == palette.RUNS["run3_reversible_max_batch"]
 
 
