@@ -24,7 +24,7 @@ def _frontier_panel(ax, rows: Sequence[dict], key: str, n_layer: int) -> None:
     equal = {r["keep"]: r for r in fixed}
     uni = [equal[uniform_layout(n_layer, k)] for k in sorted({r["n_kept"] for r in fixed})]
     ax.semilogy([r["n_kept"] for r in uni], [value(r) for r in uni], "s-", color=ARMS["control"],
-                label="fixed spacing, tightest that fits")
+                label="uniform spacing")
     rival = [r for r in rows if r["kind"] == "boundary 1"]
     if rival:   # the layout a defect at layer 0 calls for: the rival to beat there, in the control's colour, hollow
         ax.semilogy([r["n_kept"] for r in rival], [value(r) for r in rival], "D", mfc="none", color=ARMS["control"],
@@ -46,7 +46,7 @@ def frontier_figure(fronts: Mapping[str, Sequence[dict]], n_layer: int, target_c
     against the number of kept states."""
     fig, axes = plt.subplots(len(fronts), 2, figsize=(11, 3.6 * len(fronts)), squeeze=False)
     for row, (trunk, rows) in enumerate(fronts.items()):
-        axes[row, 0].axhspan(1e-9, 1e-6, color="0.93", label="below 1e-6: fp32 noise")
+        axes[row, 0].axhspan(1e-9, 1e-6, color="0.93", label="fp32 noise floor")
         _frontier_panel(axes[row, 0], rows, "grad_cos_min", n_layer)
         axes[row, 0].axhline(1 - target_cos, color="k", ls=":", lw=1, label="target")
         axes[row, 0].set(title=f"{trunk}: gradient error", xlabel="kept states", ylabel="1 - cos (worst parameter)")
@@ -86,10 +86,10 @@ def training_figure(run_logs: Mapping[str, Sequence[dict]], target_cos: float) -
             axes[1, 1].semilogy(checks["step"], np.maximum(1 - checks["grad_cos_min"].astype(float), 1e-9),
                                 marker="o", ls=ls, color=c, label=label)
     axes[1, 1].axhline(1 - target_cos, color="k", ls=":", lw=1)
-    axes[0, 0].set(title="training loss (4-step mean)", xlabel="step")
-    axes[0, 1].set(title="largest span defect at the probes (exact 0 drawn at 1e-18)", xlabel="step")
+    axes[0, 0].set(title="loss, 4-step mean", xlabel="step")
+    axes[0, 1].set(title="largest span defect", xlabel="step")
     axes[1, 0].set(title="kept states", xlabel="step")
-    axes[1, 1].set(title="1 - cos (worst parameter) at the fidelity checks", xlabel="step")
+    axes[1, 1].set(title="1 - cos, worst parameter", xlabel="step")
     for ax in axes.flat:
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=7)

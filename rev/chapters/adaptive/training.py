@@ -39,7 +39,7 @@ def train_with_checkpointer(model: GPT, get_batch: Callable[[int], tuple[Tensor,
     first step excluded as warm-up), the hook's overhead as a fraction of step time, kept states (mean, max),
     kept bytes (max), the worst gradient cosines and defect seen by the hook."""
     if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+        raise ValueError(f"steps={steps} < 1")
     # every parameter decays, as this loop always did (the chapter's numbers stay comparable across versions)
     opt = adamw(model, lr, weight_decay, decay_matrices_only=False)
     model.train()
@@ -71,9 +71,8 @@ def summarise_run(rows: list[dict], model: GPT, eval_batches: Sequence[tuple[Ten
     out = {"steps": len(rows), "loss": sum(r["loss"] for r in tail) / len(tail),
            "tokens_per_s": sum(r["tokens"] for r in timed) / max(1e-12, sum(r["step_s"] for r in timed)),
            # the spread of the per-step rate (quartiles over the timed steps): what a speed verdict must clear
-           **dict(zip(("tokens_per_s_q1", "tokens_per_s_median", "tokens_per_s_q3"),
-                      np.quantile([r["tokens"] / max(1e-12, r["step_s"]) for r in timed],
-                                  [0.25, 0.5, 0.75]).tolist())),
+           **{f"tokens_per_s_{q}": v for q, v in zip(("q1", "median", "q3"), np.quantile(
+               [r["tokens"] / max(1e-12, r["step_s"]) for r in timed], [0.25, 0.5, 0.75]).tolist())},
            "hook_overhead": sum(r["hook_s"] for r in rows) / step_s,
            "probe_overhead": sum(col("probe_s")) / step_s, "fidelity_overhead": sum(col("fidelity_s")) / step_s,
            "kept_mean": sum(r["n_kept"] for r in rows) / len(rows), "kept_max": max(r["n_kept"] for r in rows),
@@ -124,8 +123,7 @@ def compare_training(base: GPT, make_source: Callable[[], Callable[[int], tuple]
     s64 = state_bytes(clone_model(base, stream="fp64"), x0)
     budget = s64 - s32 if budget_states is None else budget_states * s32
     if s32 + budget < s64:
-        raise ValueError(f"budget_states={budget_states} gives a budget below what the fp64 stream holds "
-                         f"({s64} bytes); allow at least {math.ceil((s64 - s32) / s32)} kept states")
+        raise ValueError(f"budget_states={budget_states} < {math.ceil((s64 - s32) / s32)}: fp64 holds {s64} bytes")
     span = next(s for s in range(1, n + 1) if len(fixed_spacing(n, s)) * s32 <= budget)
     variants: list[tuple[str, str, FixedPolicy | AdaptivePolicy]] = [
         (f"fp32 fixed (span {span})", "fp32", FixedPolicy(span)),

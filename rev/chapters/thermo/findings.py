@@ -36,11 +36,11 @@ def plot_coupling(table: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     ax.plot(kk, [coupling(k) for k in kk], color="0.6", label=r"$g(k) = (1-2^{-k})/4$")
     ax.plot(table.k, table.g_measured, "o", color=MEASURE_COLOURS[1], label=r"measured by step-halving")
-    ax.axhline(0.25, ls=":", color="k", lw=1, label="fixed point 1/4 (continuum limit)")
+    ax.axhline(0.25, ls=":", color="k", lw=1, label="fixed point 1/4")
     ax.set_ylim(-4.2, 0.6)
-    ax.set_xlabel("k  (step = eta 2^-k;  k < 0: coarse-graining)")
+    ax.set_xlabel("k  (step = eta 2^-k)")
     ax.set_ylabel("g(k)")
-    ax.set_title("The renormalised coupling flows to 1/4 when refining, away when coarsening")
+    ax.set_title("renormalised coupling g(k)")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     return fig
@@ -63,8 +63,8 @@ def plot_error_slopes(sweep: pd.DataFrame, slopes: pd.DataFrame, problems: Seque
         ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_xlabel("eta")
         ax.legend(fontsize=7)
-    np.atleast_1d(axes)[0].set_ylabel("relative error of measured potential vs (eta/4)|U|^2")
-    fig.suptitle("Every measured potential approaches (eta/4)|U|^2 with an O(eta) error", y=1.02)
+    np.atleast_1d(axes)[0].set_ylabel("relative error")
+    fig.suptitle("error vs (eta/4)|U|^2", y=1.02)
     fig.tight_layout()
     return fig
 
@@ -76,11 +76,11 @@ def plot_drift(runs: dict[float, dict[str, np.ndarray]]) -> plt.Figure:
         ax.plot(r["time"], np.log(r["d_gd"] / r["d_gd"][0]), color=c, label=f"GD, eta={eta:g}")
         ax.plot(r["time"], np.log(r["d_pred"] / r["d_pred"][0]), ls="--", color="k", lw=0.8)
         ax.plot(r["time"], np.log(r["d_flow"] / r["d_flow"][0]), ls=":", color="0.5")
-    ax.plot([], [], ls="--", color="k", lw=0.8, label="modified flow: dD/dt = -eta l'^2 D")
-    ax.plot([], [], ls=":", color="0.5", label="gradient flow (conserves D)")
-    ax.set_xlabel("time  (= steps x eta)")
-    ax.set_ylabel("log D(t)/D(0),  D = a^2 - b^2")
-    ax.set_title("Gradient descent drifts toward balance; gradient flow does not")
+    ax.plot([], [], ls="--", color="k", lw=0.8, label="modified flow")
+    ax.plot([], [], ls=":", color="0.5", label="gradient flow")
+    ax.set_xlabel("time = steps x eta")
+    ax.set_ylabel("log D(t)/D(0)")
+    ax.set_title("D = |a|^2 - |b|^2")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -110,7 +110,7 @@ def plot_shock(shock: dict[str, dict[float, pd.DataFrame]], sizes: FluctuationSi
         axes[0, j].legend(fontsize=8)
     axes[0, 0].set_ylabel("loss (20-step mean)")
     axes[1, 0].set_ylabel("windowed var |dtheta|")
-    axes[2, 0].set_ylabel("windowed var |dtheta|/eta")
+    axes[2, 0].set_ylabel("var |dtheta|/eta")
     fig.tight_layout()
     return fig
 
@@ -139,7 +139,7 @@ def plot_shock_seeds(runs: ShockRuns, sizes: FluctuationSizes, measures: Sequenc
         for i, m in enumerate(measures):
             axes[i, j].axvline(sizes.change_step, color="k", ls=":", lw=1)
             axes[i, 0].set_ylabel(MEASURES[m], fontsize=9)
-        axes[0, j].set_title(f"{kind}: {len(runs[kind])} seeds (median, min..max)")
+        axes[0, j].set_title(f"{kind}: {len(runs[kind])} seeds, median")
         axes[-1, j].set_xlabel("step")
     axes[0, 0].legend(fontsize=8)
     fig.tight_layout()
