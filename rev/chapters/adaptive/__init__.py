@@ -16,13 +16,13 @@ The package, one concern per module, in the order the notebook tells the story:
 * `sizes`      the per-profile sizes (from `rev.base.profiles.CHAPTER_SIZES["adaptive"]`), model and batches;
 * `placement`  the stress (`expand_blocks`) and the layout comparisons on fixed weights;
 * `training`   the chapter's compact loop, pretraining and the comparison under one memory budget;
-* `findings`   the larger figures and the computed takeaways;
+* `findings`   the larger figures;
 * `exercises`  the checks of the notebook's exercises (09.1, 09.3).
 
 Everything public is re-exported here, so `from rev.chapters import adaptive as A; A.reversal_defect(...)`.
 """
 from .exercises import check_no_restart, check_span_tops, exercise_batch, exercise_model, trunk_function
-from .findings import frontier_figure, frontier_line, replication_line, speed_line, takeaways, training_figure
+from .findings import frontier_figure, training_figure
 from .measure import (DEFECT_EPS, REFERENCES, Span, apply_keep, backward_reconstruction_errors, boundary_states,
                       clone_model, defect_vs_depth, fixed_spacing, gradient_cosine, keep_from_spans, kept_state_bytes,
                       parameter_gradients, reference_model, relative_error, reversal_defect, spans_from_keep,
@@ -36,7 +36,7 @@ from .training import (compare_training, pretrain, replicate_training, summarise
                        training_verdict)
 
 __all__ = ["check_no_restart", "check_span_tops", "exercise_batch", "exercise_model", "trunk_function",
-           "frontier_figure", "frontier_line", "speed_line", "takeaways", "training_figure", "DEFECT_EPS", "REFERENCES", "Span", "apply_keep",
+           "frontier_figure", "training_figure", "DEFECT_EPS", "REFERENCES", "Span", "apply_keep",
            "backward_reconstruction_errors", "boundary_states", "clone_model", "defect_vs_depth", "fixed_spacing",
            "gradient_cosine", "keep_from_spans", "kept_state_bytes", "parameter_gradients", "reference_model",
            "relative_error", "reversal_defect", "spans_from_keep", "state_bytes", "stored_twin", "validate_keep",
@@ -44,5 +44,5 @@ __all__ = ["check_no_restart", "check_span_tops", "exercise_batch", "exercise_mo
            "layout_report", "pick_gain",
            "settle", "span_defect_matrix", "stress_scan", "uniform_layout", "boundary_rival", "AdaptiveCheckpointer", "AdaptivePolicy",
            "FixedPolicy", "make_policy", "ChapterSizes", "batch_source", "chapter_sizes", "model_config",
-           "compare_training", "pretrain", "replicate_training", "replication_line", "summarise_run",
+           "compare_training", "pretrain", "replicate_training", "summarise_run",
            "train_with_checkpointer", "training_verdict"]

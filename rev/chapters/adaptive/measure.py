@@ -40,17 +40,16 @@ def validate_keep(n_layer: int, keep: Iterable[int]) -> tuple[int, ...]:
     out = tuple(sorted({int(k) for k in keep}))
     bad = [k for k in out if not 0 < k < n_layer]
     if bad:
-        raise ValueError(f"keep boundaries must lie in 1..{n_layer - 1} for a {n_layer}-layer trunk, got {bad}: "
-                         f"boundary 0 is the input and {n_layer} the final state, which the trunk holds anyway")
+        raise ValueError(f"keep {bad}: outside 1..{n_layer - 1}")   # 0 is the input, n_layer the final state
     return out
 
 
 def fixed_spacing(n_layer: int, span: int) -> tuple[int, ...]:
     """Keep every `span`-th boundary: span, 2*span, ... below n_layer (span >= n_layer keeps nothing)."""
     if int(span) != span or span < 1:
-        raise ValueError(f"span must be a whole number of layers >= 1, got {span!r}")
+        raise ValueError(f"span {span!r}: need int >= 1")
     if n_layer < 1:
-        raise ValueError(f"n_layer must be >= 1, got {n_layer}")
+        raise ValueError(f"n_layer={n_layer} < 1")
     return tuple(range(int(span), n_layer, int(span)))
 
 
@@ -64,7 +63,7 @@ def keep_from_spans(spans: Sequence[Span]) -> tuple[int, ...]:
     """Inverse of `spans_from_keep`: the inner boundaries of contiguous spans."""
     for (a, b), (c, _) in zip(spans[:-1], spans[1:]):
         if b != c:
-            raise ValueError(f"spans must be contiguous, got {(a, b)} followed by one starting at {c}")
+            raise ValueError(f"{(a, b)} then {c}: not contiguous")
     return tuple(b for _, b in spans[:-1])
 
 
@@ -86,8 +85,7 @@ def apply_keep(model: GPT, keep: Iterable[int]) -> tuple[int, ...]:
 def _reversible_trunk(model: GPT) -> nn.Module:
     trunk = model.trunk
     if not trunk.integrator.reversible:
-        raise ValueError(f"trunk {model.cfg.trunk!r} has no exact inverse, so it has no reversal defect; "
-                         f"use a midpoint or reveuler trunk")
+        raise ValueError(f"{model.cfg.trunk!r}: no exact inverse")
     return trunk
 
 
@@ -126,7 +124,7 @@ def _check_spans(n_layer: int, spans: Sequence[Span]) -> list[Span]:
     out = [(int(a), int(b)) for a, b in spans]
     for a, b in out:
         if not 0 <= a < b <= n_layer:
-            raise ValueError(f"span {(a, b)} is not a non-empty range of layers within 0..{n_layer}")
+            raise ValueError(f"span {(a, b)} outside 0..{n_layer}")
     return out
 
 
@@ -232,7 +230,7 @@ def reference_model(model: GPT, reference: str = "stored") -> GPT:
     `stored`: the stored twin on the same stream (activations kept by autograd, no reconstruction at all).
     `fp64`: the same trunk on an fp64 stream (reconstruction error ~2^-29 times smaller than fp32's)."""
     if reference not in REFERENCES:
-        raise ValueError(f"unknown reference {reference!r}: choose one of {', '.join(REFERENCES)}")
+        raise ValueError(f"unknown reference {reference!r}; use {', '.join(REFERENCES)}")
     changes = {"trunk": stored_twin(model.cfg.trunk)} if reference == "stored" else {"stream": "fp64"}
     return clone_model(model, keep=(), **changes).train(model.training)
 

@@ -27,7 +27,7 @@ def expand_blocks(model: GPT, gain: float) -> GPT:
     attention) and each block writes gain times more into the stream -- the two things long training does to
     a trunk whose round trip degrades. Returns the model."""
     if not (math.isfinite(gain) and gain > 0):
-        raise ValueError(f"gain must be a finite number > 0, got {gain!r}")
+        raise ValueError(f"gain {gain!r}: need finite > 0")
     d = model.cfg.d_model
     for block in model.trunk.blocks:
         block.attn.qkv.weight[: 2 * d].mul_(gain)  # rows of q and k; v is left alone
@@ -125,7 +125,7 @@ def boundary_rival(n_layer: int, n_kept: int) -> tuple[int, ...]:
     """`n_kept` states with boundary 1 among them, the others spaced uniformly over the layers after it: the
     fixed layout a defect concentrated at layer 0 (midpoint's Euler starter) calls for."""
     if not 1 <= n_kept < n_layer:
-        raise ValueError(f"n_kept must lie in 1..{n_layer - 1}, got {n_kept}")
+        raise ValueError(f"n_kept={n_kept} outside 1..{n_layer - 1}")
     rest = uniform_layout(n_layer - 1, n_kept - 1) if n_kept > 1 else ()
     return (1, *(1 + b for b in rest))
 

@@ -31,8 +31,7 @@ class FixedPolicy:
 
     def __init__(self, span: int | None = None):
         if span is not None and (int(span) != span or span < 1):
-            raise ValueError(f"span must be a whole number of layers >= 1 (or None for no kept states), "
-                             f"got {span!r}")
+            raise ValueError(f"span {span!r}: need int >= 1")
         self.span = span
         self.spans: list[Span] = []
 
@@ -51,7 +50,7 @@ class FixedPolicy:
 
     def update(self, defects: Sequence[float], state_bytes: int | None = None) -> tuple[int, ...]:
         if len(defects) != len(self.spans):
-            raise ValueError(f"got {len(defects)} defects for {len(self.spans)} spans")
+            raise ValueError(f"{len(defects)} defects, {len(self.spans)} spans")
         return self.keep
 
 
@@ -87,18 +86,17 @@ class AdaptivePolicy:
         for name in ("tau_warn", "tau_safe"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+                raise ValueError(f"{name}={v!r}: need finite > 0")
         if self.tau_safe > self.tau_warn:
-            raise ValueError(f"tau_safe={self.tau_safe} exceeds tau_warn={self.tau_warn}: the safe threshold "
-                             f"must be the lower one (e.g. tau_safe = tau_warn / 10)")
+            raise ValueError(f"tau_safe={self.tau_safe} exceeds tau_warn={self.tau_warn}")
         for name in ("min_span", "max_span", "patience"):
             v = getattr(self, name)
             if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+                raise ValueError(f"{name}={v!r}: need int >= 1")
         if self.max_span < self.min_span:
             raise ValueError(f"max_span={self.max_span} is below min_span={self.min_span}; raise max_span")
         if self.budget_bytes is not None and self.budget_bytes < 0:
-            raise ValueError(f"budget_bytes must be >= 0 (or None for no limit), got {self.budget_bytes}")
+            raise ValueError(f"budget_bytes={self.budget_bytes} < 0")
 
     @property
     def name(self) -> str:
@@ -111,7 +109,7 @@ class AdaptivePolicy:
     def tighten(self, factor: float) -> None:
         """Divide both thresholds by `factor` (> 1): what a failed fidelity check asks for."""
         if not factor > 1:
-            raise ValueError(f"tighten factor must be > 1, got {factor!r}")
+            raise ValueError(f"tighten factor {factor!r} <= 1")
         self.tau_warn /= factor
         self.tau_safe /= factor
 
@@ -120,7 +118,7 @@ class AdaptivePolicy:
         if self.budget_bytes is None:
             return None
         if not state_bytes or state_bytes < 1:
-            raise ValueError("a memory budget needs the bytes of one state: pass state_bytes (see state_bytes())")
+            raise ValueError("pass state_bytes")
         return int(self.budget_bytes // state_bytes)
 
     def start(self, n_layer: int, state_bytes: int | None = None) -> tuple[int, ...]:
@@ -128,9 +126,7 @@ class AdaptivePolicy:
         keep = fixed_spacing(n_layer, self.max_span)
         cap = self.max_kept(state_bytes)
         if cap is not None and len(keep) > cap:
-            raise ValueError(f"max_span={self.max_span} needs {len(keep)} kept states for {n_layer} layers but "
-                             f"budget_bytes={self.budget_bytes} holds only {cap} of {state_bytes} bytes: raise "
-                             f"budget_bytes or max_span")
+            raise ValueError(f"budget: {cap} < {len(keep)} states; raise budget_bytes or max_span")
         self.spans = spans_from_keep(n_layer, keep)
         self.calm = [0] * len(self.spans)
         return keep
@@ -138,10 +134,9 @@ class AdaptivePolicy:
     def update(self, defects: Sequence[float], state_bytes: int | None = None) -> tuple[int, ...]:
         """Apply the rule to one defect per current span; returns the new keep set."""
         if not self.spans:
-            raise ValueError("call start(n_layer) before update()")
+            raise ValueError("call start() first")
         if len(defects) != len(self.spans):
-            raise ValueError(f"got {len(defects)} defects for {len(self.spans)} spans {self.spans}: measure "
-                             f"reversal_defect(model, idx, policy.spans) with the policy's current spans")
+            raise ValueError(f"{len(defects)} defects, {len(self.spans)} spans")
         d = [float(x) if math.isfinite(float(x)) else math.inf for x in defects]
         calm = [c + 1 if x < self.tau_safe else 0 for c, x in zip(self.calm, d)]
         spans = list(self.spans)
@@ -201,14 +196,14 @@ def make_policy(spec: str) -> FixedPolicy | AdaptivePolicy:
         try:
             return FixedPolicy(int(args))
         except ValueError:
-            raise ValueError(f"policy {spec!r}: write fixed:SPAN with a whole number of layers, e.g. fixed:4") from None
+            raise ValueError(f"{spec!r}: use fixed:N") from None
     if kind == "adaptive":
         kwargs: dict = {}
         types = {f.name: f.type for f in dataclasses.fields(AdaptivePolicy) if f.init}
         for item in filter(None, args.split(",")):
             key, _, value = item.partition("=")
             if key not in types:
-                raise ValueError(f"policy {spec!r}: unknown setting {key!r}; use {', '.join(types)}")
+                raise ValueError(f"unknown setting {key!r}; use {', '.join(types)}")
             kwargs[key] = float(value) if key.startswith("tau") else int(float(value))
         return AdaptivePolicy(**kwargs)
     raise ValueError(f"unknown checkpoint policy {spec!r}: use none, fixed:SPAN or adaptive[:key=value,...]")
@@ -238,18 +233,18 @@ class AdaptiveCheckpointer:
                  target_cos: float | None = None, tighten: float = 3.0):
         for name, v in (("every", every), ("probe_rows", probe_rows), ("fidelity_rows", fidelity_rows)):
             if int(v) != v or v < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+                raise ValueError(f"{name}={v!r}: need int >= 1")
         if fidelity_every is not None and (int(fidelity_every) != fidelity_every or fidelity_every < 1):
-            raise ValueError(f"fidelity_every must be a whole number >= 1 or None, got {fidelity_every!r}")
+            raise ValueError(f"fidelity_every={fidelity_every!r} < 1")
         if reference not in REFERENCES:
-            raise ValueError(f"unknown reference {reference!r}: choose one of {', '.join(REFERENCES)}")
+            raise ValueError(f"unknown reference {reference!r}; use {', '.join(REFERENCES)}")
         self.policy, self.every, self.fidelity_every = policy, every, fidelity_every
         self.reference, self.probe_rows, self.fidelity_rows = reference, probe_rows, fidelity_rows
         self.settle_rounds = settle_rounds
         if target_cos is not None and not 0 < target_cos <= 1:
-            raise ValueError(f"target_cos must lie in (0, 1], got {target_cos!r}")
+            raise ValueError(f"target_cos={target_cos!r} outside (0, 1]")
         if not tighten > 1:
-            raise ValueError(f"tighten must be > 1, got {tighten!r}")
+            raise ValueError(f"tighten={tighten!r} <= 1")
         self.target_cos, self.tighten = target_cos, tighten
         self.log: list[dict] = []
         self._state_bytes: int | None = None

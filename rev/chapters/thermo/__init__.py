@@ -24,7 +24,7 @@ The package, one concern per module, in the order the notebook tells the story:
 * `shock`     the learning-rate shock experiment on a tiny causal transformer and a linear perceptron;
 * `seeds`     that shock over several seeds: four measures, before/after responses, verdicts ("not decided");
 * `cache`     the paper-size shock as `python -m rev thermo-shock`, its cached JSON and what the notebook shows;
-* `findings`  the notebook's figures, its computed takeaways and its summary JSON;
+* `findings`  the notebook's figures and its summary JSON;
 * `exercises` the checks of the notebook's exercises (08.1-08.3).
 
 Everything public is re-exported here, so `from rev.chapters import thermo; thermo.measure_potentials(...)`.
@@ -37,7 +37,7 @@ from .exercises import (check_backward_sign_break, check_defect_slopes, check_ro
                         scaling_problem)
 from .cache import cache_path, load_runs, notebook_runs, planned_runs, save_runs
 from .findings import (ChapterFindings, plot_coupling, plot_drift, plot_error_slopes, plot_shock, plot_shock_seeds,
-                       takeaways, write_summary)
+                       write_summary)
 from .measure import (POTENTIALS, ROUNDING, Measurement, compare, coupling_table, entropy_identity_table, eta_grid,
                       loglog_slope, measure_coupling, measure_potentials, minibatch_stream, potential_sweep,
                       projection_ratio, renormalisation_mismatch, round_trip_table, slope_table, stochastic_limit)
@@ -49,7 +49,7 @@ from .shock import (LAYOUTS, MODELS, LinearPerceptron, ReversalBatch, TinyCausal
                     fluctuation_summary, fluctuation_verdict, lr_scan, lr_shock_experiment, noise_floor,
                     resolve_device, response_row, reversal_batch, windowed_variance)
 from .sizes import (FLUCTUATION_SIZES, PAPER_SETUP_FIELDS, SWEEP_SIZES, FluctuationSizes, SweepSizes,
-                    chapter_sizes, describe_setup, paper_comparison, paper_differences, paper_sizes,
+                    chapter_sizes, paper_differences, paper_sizes, setup_table,
                     quick_shock_sizes)
 from .symmetry import balance_drift, drift_rate_ratio, drift_table, product_loss, symmetry_defects
 
@@ -59,7 +59,7 @@ __all__ = ["coupling", "coupling_recursion", "entropy_production", "entropy_prod
            "check_backward_sign_break", "check_defect_slopes", "check_round_trip_defect", "defect_scaling",
            "scaling_problem", "cache_path", "load_runs", "notebook_runs", "planned_runs", "save_runs", "ChapterFindings",
            "plot_coupling", "plot_drift", "plot_error_slopes", "plot_shock", "plot_shock_seeds",
-           "takeaways", "write_summary", "POTENTIALS", "ROUNDING", "Measurement", "compare", "coupling_table",
+           "write_summary", "POTENTIALS", "ROUNDING", "Measurement", "compare", "coupling_table",
            "entropy_identity_table", "eta_grid", "loglog_slope", "measure_coupling", "measure_potentials",
            "minibatch_stream", "potential_sweep", "projection_ratio", "renormalisation_mismatch", "round_trip_table", "slope_table",
            "stochastic_limit", "DTYPE", "Field", "Problem", "logistic_problem", "mlp_problem", "quadratic_problem",
@@ -69,5 +69,5 @@ __all__ = ["coupling", "coupling_recursion", "entropy_production", "entropy_prod
            "TinyCausalTransformer", "base_learning_rate", "fluctuation_summary", "fluctuation_verdict", "lr_scan",
            "lr_shock_experiment", "noise_floor", "resolve_device", "response_row", "reversal_batch",
            "windowed_variance", "FLUCTUATION_SIZES", "SWEEP_SIZES", "FluctuationSizes", "SweepSizes",
-           "chapter_sizes", "quick_shock_sizes", "PAPER_SETUP_FIELDS", "describe_setup", "paper_comparison", "paper_differences",
+           "chapter_sizes", "quick_shock_sizes", "PAPER_SETUP_FIELDS", "paper_differences", "setup_table",
            "paper_sizes", "balance_drift", "drift_rate_ratio", "drift_table", "product_loss", "symmetry_defects"]

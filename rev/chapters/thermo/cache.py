@@ -21,7 +21,7 @@ from rev.base.profiles import resolve_profile_name
 
 from .seeds import ShockRuns, claim_status, per_seed_table, seed_table, shock_over_seeds, verdict_table
 from .shock import MODELS, resolve_device
-from .sizes import FluctuationSizes, chapter_sizes, quick_shock_sizes
+from .sizes import FluctuationSizes, chapter_sizes, quick_shock_sizes, setup_table
 
 CACHE_NAME = "thermo_shock.json"
 
@@ -79,9 +79,9 @@ def planned_runs(results_dir: str | Path, profile: str) -> tuple[FluctuationSize
     if path.exists():
         _, saved = load_runs(path)
         if _same_experiment(saved, sizes):
-            return saved, f"cached: {path.name}, written by `python -m rev thermo-shock --profile {profile}`"
+            return saved, "cached paper-size runs"   # written by `python -m rev thermo-shock`
     quick = quick_shock_sizes(profile)
-    return (quick, "reduced run made here") if quick is not None else (sizes, "run here at the profile's sizes")
+    return (quick, "reduced, run here") if quick is not None else (sizes, "run here")
 
 
 def notebook_runs(results_dir: str | Path, profile: str, progress=None) -> tuple[ShockRuns, FluctuationSizes, str]:
@@ -100,10 +100,10 @@ def notebook_runs(results_dir: str | Path, profile: str, progress=None) -> tuple
 # ----------------------------------------------------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="auto", help="smoke | cpu | t4 | full | auto (its `shock` sizes)")
-    p.add_argument("--seeds", type=positive_int, default=None, help="number of seeds (default: the profile's)")
-    p.add_argument("--jobs", type=positive_int, default=None, help="parallel processes (default: one per core on CPU)")
-    p.add_argument("--results", type=folder_arg, default=Path("results"), help="results root (default: results)")
+    p.add_argument("--profile", default="auto", help="its shock sizes")
+    p.add_argument("--seeds", type=positive_int, default=None, help="default: the profile's")
+    p.add_argument("--jobs", type=positive_int, default=None, help="processes (default: cores)")
+    p.add_argument("--results", type=folder_arg, default=Path("results"), help="results root")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -113,8 +113,8 @@ def run_cli(args: argparse.Namespace) -> int:
         sizes = sizes.replace(seeds=args.seeds)
     jobs = args.jobs or default_jobs(sizes, sizes.seeds * len(MODELS))
     t0 = time.time()
-    print(f"thermo-shock: profile {profile}, {sizes.seeds} seeds, {jobs} processes, d_model={sizes.d_model}, "
-          f"vocab {sizes.vocab_size}, {sizes.seq_len} tokens, LR change at {sizes.change_step}/{sizes.total_steps}")
+    print(f"thermo-shock {profile}: {sizes.seeds} seeds, {jobs} jobs")
+    print(setup_table(sizes).to_string(index=False))
     runs = shock_over_seeds(sizes, jobs=jobs)
     path = save_runs(cache_path(args.results, profile), runs, sizes, profile)
     table = seed_table(runs, sizes)
@@ -123,6 +123,6 @@ def run_cli(args: argparse.Namespace) -> int:
         print(per_seed_table(table).to_string(index=False))
         print(verdicts.to_string(index=False))
     for m in verdicts.measure.unique():
-        print(f"claim (perceptron ordinary, transformer anomalous) on {m}: {claim_status(verdicts, m)}")
+        print(f"claim on {m}: {claim_status(verdicts, m)}")   # perceptron ordinary, transformer anomalous
     print(f"wrote {path} in {time.time() - t0:.0f} s")
     return 0

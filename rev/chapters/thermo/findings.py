@@ -1,8 +1,8 @@
-"""Notebook 08 (training irreversibility): what the notebook shows, from what it measured.
+"""Notebook 08 (training irreversibility): the figures, and the summary JSON the report reads.
 
-The figures (the coupling g(k), the O(eta) error slopes, the balance drift, the learning-rate shock of one seed
-and, paper-style, over seeds), the takeaways as Markdown, and the summary JSON, all built from one `ChapterFindings` that the notebook fills with
-its tables.
+The figures: the coupling g(k), the O(eta) error slopes, the balance drift, the learning-rate shock of one seed
+and, paper-style, over seeds. The summary is built from one `ChapterFindings` that the notebook fills with its
+tables. The chapter's takeaways are written in the notebook.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from rev.base.files import write_text
 
 from ..shared.palette import ARMS, MEASURES as MEASURE_COLOURS, sweep_colours
 from .defect import coupling
-from .seeds import MEASURES, UNDECIDED, ShockRuns, claim_status, measure_series
-from .shock import CONVERGED_FACTOR, fluctuation_verdict, noise_floor, windowed_variance
+from .seeds import MEASURES, ShockRuns, measure_series
+from .shock import fluctuation_verdict, windowed_variance
 from .sizes import FluctuationSizes
 
 
@@ -36,11 +36,11 @@ def plot_coupling(table: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     ax.plot(kk, [coupling(k) for k in kk], color="0.6", label=r"$g(k) = (1-2^{-k})/4$")
     ax.plot(table.k, table.g_measured, "o", color=MEASURE_COLOURS[1], label=r"measured by step-halving")
-    ax.axhline(0.25, ls=":", color="k", lw=1, label="fixed point 1/4 (continuum limit)")
+    ax.axhline(0.25, ls=":", color="k", lw=1, label="fixed point 1/4")
     ax.set_ylim(-4.2, 0.6)
-    ax.set_xlabel("k  (step = eta 2^-k;  k < 0: coarse-graining)")
+    ax.set_xlabel("k  (step = eta 2^-k)")
     ax.set_ylabel("g(k)")
-    ax.set_title("The renormalised coupling flows to 1/4 when refining, away when coarsening")
+    ax.set_title("renormalised coupling g(k)")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     return fig
@@ -63,8 +63,8 @@ def plot_error_slopes(sweep: pd.DataFrame, slopes: pd.DataFrame, problems: Seque
         ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_xlabel("eta")
         ax.legend(fontsize=7)
-    np.atleast_1d(axes)[0].set_ylabel("relative error of measured potential vs (eta/4)|U|^2")
-    fig.suptitle("Every measured potential approaches (eta/4)|U|^2 with an O(eta) error", y=1.02)
+    np.atleast_1d(axes)[0].set_ylabel("relative error")
+    fig.suptitle("error vs (eta/4)|U|^2", y=1.02)
     fig.tight_layout()
     return fig
 
@@ -76,11 +76,11 @@ def plot_drift(runs: dict[float, dict[str, np.ndarray]]) -> plt.Figure:
         ax.plot(r["time"], np.log(r["d_gd"] / r["d_gd"][0]), color=c, label=f"GD, eta={eta:g}")
         ax.plot(r["time"], np.log(r["d_pred"] / r["d_pred"][0]), ls="--", color="k", lw=0.8)
         ax.plot(r["time"], np.log(r["d_flow"] / r["d_flow"][0]), ls=":", color="0.5")
-    ax.plot([], [], ls="--", color="k", lw=0.8, label="modified flow: dD/dt = -eta l'^2 D")
-    ax.plot([], [], ls=":", color="0.5", label="gradient flow (conserves D)")
-    ax.set_xlabel("time  (= steps x eta)")
-    ax.set_ylabel("log D(t)/D(0),  D = a^2 - b^2")
-    ax.set_title("Gradient descent drifts toward balance; gradient flow does not")
+    ax.plot([], [], ls="--", color="k", lw=0.8, label="modified flow")
+    ax.plot([], [], ls=":", color="0.5", label="gradient flow")
+    ax.set_xlabel("time = steps x eta")
+    ax.set_ylabel("log D(t)/D(0)")
+    ax.set_title("D = |a|^2 - |b|^2")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -110,7 +110,7 @@ def plot_shock(shock: dict[str, dict[float, pd.DataFrame]], sizes: FluctuationSi
         axes[0, j].legend(fontsize=8)
     axes[0, 0].set_ylabel("loss (20-step mean)")
     axes[1, 0].set_ylabel("windowed var |dtheta|")
-    axes[2, 0].set_ylabel("windowed var |dtheta| / eta^2")
+    axes[2, 0].set_ylabel("var |dtheta|/eta")
     fig.tight_layout()
     return fig
 
@@ -139,7 +139,7 @@ def plot_shock_seeds(runs: ShockRuns, sizes: FluctuationSizes, measures: Sequenc
         for i, m in enumerate(measures):
             axes[i, j].axvline(sizes.change_step, color="k", ls=":", lw=1)
             axes[i, 0].set_ylabel(MEASURES[m], fontsize=9)
-        axes[0, j].set_title(f"{kind}: {len(runs[kind])} seeds (median, min..max)")
+        axes[0, j].set_title(f"{kind}: {len(runs[kind])} seeds, median")
         axes[-1, j].set_xlabel("step")
     axes[0, 0].legend(fontsize=8)
     fig.tight_layout()
@@ -147,12 +147,12 @@ def plot_shock_seeds(runs: ShockRuns, sizes: FluctuationSizes, measures: Sequenc
 
 
 # ----------------------------------------------------------------------------------------------------------
-# takeaways and summary
+# summary
 # ----------------------------------------------------------------------------------------------------------
 
 @dataclass
 class ChapterFindings:
-    """The tables notebook 08 measured, in one place, for its takeaways and its summary JSON."""
+    """The tables notebook 08 measured, in one place, for its summary JSON."""
 
     profile: str
     shock_sizes: FluctuationSizes
@@ -193,88 +193,6 @@ class ChapterFindings:
             sgd_slopes=(None if self.sgd_slopes is None else
                         {f"{r.problem}/{r.potential}": r.slope_tail for r in self.sgd_slopes.itertuples()}),
         )
-
-
-def takeaways(f: ChapterFindings) -> str:
-    """The chapter's takeaways as Markdown, every number from `f`."""
-    fitted = f.slopes.dropna(subset=["slope_tail"])
-    n_exact = int(f.slopes.exact.sum())
-    tr, li = (f.shock[k].set_index("factor") for k in ("transformer", "linear"))
-    g = f.couplings.set_index("k").g_measured
-    k_fine, k_coarse = int(f.couplings.k.max()), int(f.couplings.k.min())
-    resp = "response_over_eta2"
-    scan = f.scans["linear"]
-    converged = sorted(set(scan[scan.converged].verdict_over_eta2))
-    lines = [
-        f"A step forward and a step back miss by $-\\eta^2 A^2\\theta$ on a quadratic, to within "
-        f"{f.round_trip.miss_in_eps.max():.1f} $\\varepsilon|\\theta|$: the finite step is what breaks time reversal.",
-        f"Four derivations (DE, TA, TR, ST), one potential $(\\eta/4)|U|^2$: measured on a quadratic, logistic "
-        f"regression and an MLP, every error falls with slope {fitted.slope_tail.min():.2f}.."
-        f"{fitted.slope_tail.max():.2f} in $\\eta$; {n_exact} of {len(f.slopes)} cases are exact to rounding.",
-        f"The renormalised coupling: $g({k_fine})$ measured {g[k_fine]:.4f} vs $(1 - 2^{{-{k_fine}}})/4$ = "
-        f"{coupling(k_fine):.4f}; $g({k_coarse})$ = {g[k_coarse]:.2f} (coarse-graining runs away).",
-        f"Rescaling symmetry: GD drifts toward $|a| = |b|$ at the predicted rate (measured/predicted $\\to$ 1, "
-        f"slope {f.drift_slope:.1f}); rotations leave $\\phi$ unchanged to {f.symmetry.phi_change.iloc[0]:.0e}.",
-        f"LR shock ({f.profile} sizes, d_model={f.shock_sizes.d_model}): transformer normalised response "
-        f"x5 {tr.loc[5.0, resp]:.2f} vs /5 {tr.loc[0.2, resp]:.2f} ({f.verdict('transformer')}); "
-        f"linear x5 {li.loc[5.0, resp]:.2f} vs /5 {li.loc[0.2, resp]:.2f} ({f.verdict('linear')}). "
-        f"{'On its one seed' if f.n_seeds == 1 else f'On the first of {f.n_seeds} seeds'} the claim "
-        f"{'holds' if f.claim_holds() else 'does not hold'} at the default base LRs." + _unconverged_caveat(f),
-        "The linear verdict across base LRs: "
-        + ", ".join(f"{r.base_lr:.3g}: {r.verdict_over_eta2}{' (converged)' if r.converged else ''}"
-                    for r in scan.itertuples())
-        + (f". Once the perceptron sits at its noise floor too, its response is {' / '.join(converged)}."
-           if converged else "; it never reached its noise floor before the change at this size."),
-    ]
-    if len(f.scans["transformer"]) > 1:
-        lines.append("The transformer verdict across base LRs: " + ", ".join(
-            f"{r.base_lr:.3g}: {r.verdict_over_eta2}" for r in f.scans["transformer"].itertuples()) + ".")
-    else:
-        lines.append(f"Whether the transformer's verdict survives other base LRs is not tested at the {f.profile} "
-                     f"profile. {_single_run_caveat(f.n_seeds, f.seed_verdicts is not None)}")
-    if f.seed_verdicts is not None:
-        lines.append(_seeds_line(f.seed_verdicts, f.shock_source))
-    if f.sgd_slopes is not None:
-        sl = f.sgd_slopes.dropna(subset=["slope_tail"])
-        lines.append(f"Along SGD paths (minibatch noise, the paper's Figure 1) the potentials of each step's field "
-                     f"approach $(\\eta/4)|U_B|^2$ with slopes {sl.slope_tail.min():.2f}..{sl.slope_tail.max():.2f}.")
-    return "\n".join(f"- {line}" for line in lines)
-
-
-def _unconverged_caveat(f: ChapterFindings) -> str:
-    """Where the perceptron's verdict decides the claim but it never reached its noise floor before the change:
-    its "ordinary" is then the state of an unconverged model, not a property of a linear one."""
-    before = {k: float(f.shock[k].set_index("factor").loc[1.0, "loss_before"]) for k in ("linear", "transformer")}
-    floor = noise_floor(f.shock_sizes)
-    if before["linear"] < CONVERGED_FACTOR * floor:
-        return ""
-    tr = before["transformer"]
-    other = ("the transformer had (" if tr < CONVERGED_FACTOR * floor else "nor had the transformer (") + f"{tr:.3f})"
-    return (f" But the perceptron had not converged when its LR changed (loss {before['linear']:.3f} against a "
-            f"noise floor of {floor:.3f}); {other}: its verdict describes a model still learning, so it cannot "
-            f"say that linear models are ordinary.")
-
-
-def _single_run_caveat(n_seeds: int, over_seeds_shown: bool) -> str:
-    """What the single-seed LR-shock line above may be read as, given how many seeds were run."""
-    if n_seeds == 1:
-        return "One seed, one base LR per model: treat the verdicts as a single measurement, not a law."
-    where = " (next line)" if over_seeds_shown else ""
-    return (f"The LR-shock line reads the first of {n_seeds} seeds at one base LR per model: a single "
-            f"measurement, not a law; the verdict over all {n_seeds} seeds{where} is the one to read.")
-
-
-def _seeds_line(verdicts: pd.DataFrame, source: str) -> str:
-    """One takeaway: the verdict per measure over seeds, and the paper's claim on each."""
-    v = verdicts.set_index(["kind", "measure"]).verdict
-    parts = [f"{MEASURES[m]}: transformer {v['transformer', m]}, perceptron {v['linear', m]} "
-             f"(claim {claim_status(verdicts, m)})" for m in verdicts.measure.unique()]
-    n_undecided = int((verdicts.verdict == UNDECIDED).sum())
-    n_seeds = max(len(str(s).split()) for s in verdicts.seeds) if "seeds" in verdicts else 0
-    chance = (f" Unanimity is weak evidence at this count: were each seed's verdict a coin flip, all {n_seeds} "
-              f"would agree with probability 2^(1-{n_seeds}) = 1 in {2 ** (n_seeds - 1)}." if n_seeds >= 2 else "")
-    return (f"Over {n_seeds} seeds ({source}): " + "; ".join(parts) + f". {n_undecided} of {len(verdicts)} verdicts "
-            f"are {UNDECIDED}: a verdict stands only when every seed agrees." + chance)
 
 
 def write_summary(path: str | Path, summary: dict) -> None:

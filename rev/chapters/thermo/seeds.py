@@ -28,9 +28,9 @@ from .sizes import FluctuationSizes
 
 MEASURES: dict[str, str] = {
     "update": "|dtheta|",
-    "direction": "|dtheta| / eta",
+    "direction": "|dtheta|/eta",
     "grad_norm": "|grad L|",
-    "variance": "windowed var of |dtheta| / eta",
+    "variance": "var |dtheta|/eta",
 }
 FACTORS = (5.0, 0.2, 1.0)
 UNDECIDED = "not decided"

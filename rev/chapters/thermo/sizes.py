@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...base.profiles import PROFILES, Profile, ProfileLike
-from ..shared.tables import checked
+import pandas as pd
 
+from ...base.profiles import PROFILES, Profile, ProfileLike
 
 @dataclass(frozen=True)
 class FluctuationSizes:
@@ -138,22 +138,12 @@ def paper_differences(sizes: FluctuationSizes) -> dict[str, tuple]:
             if getattr(sizes, k) != getattr(paper, k)}
 
 
-def describe_setup(sizes: FluctuationSizes) -> str:
-    """The setup fields of `sizes` in one line (what the notebook prints for the run and for the paper)."""
-    return (f"d_model={sizes.d_model}, {sizes.n_head} heads, FFN {sizes.d_ff}, {sizes.n_layer} layers, "
-            f"vocab {sizes.vocab_size}, reverse {sizes.seq_len} tokens ({sizes.layout} layout), "
-            f"label noise {sizes.noise:.0%}, batch {sizes.batch_size}, Adam LR {sizes.lr:g}, "
-            f"LR change at step {sizes.change_step} of {sizes.total_steps}")
-
-
-def paper_comparison(sizes: FluctuationSizes) -> str:
-    """One checklist line (`checked`): is `sizes` the paper's Figure 2 setup, and if not, where it differs (here
-    vs the paper)."""
-    diff = paper_differences(sizes)
-    line = checked("these runs use the paper's Figure 2 setup", not diff)
-    if not diff:
-        return f"{line} (every setup field matches)"
-    return f"{line} (here vs the paper: " + ", ".join(f"{k} {a} vs {b}" for k, (a, b) in diff.items()) + ")"
+def setup_table(sizes: FluctuationSizes) -> pd.DataFrame:
+    """The setup fields of `sizes` beside the paper's Figure 2 setup: one row per field (`PAPER_SETUP_FIELDS`),
+    columns `here`, `paper` and `same`."""
+    paper = paper_sizes()
+    return pd.DataFrame([{"field": k, "here": getattr(sizes, k), "paper": getattr(paper, k),
+                          "same": getattr(sizes, k) == getattr(paper, k)} for k in PAPER_SETUP_FIELDS])
 
 
 # per-profile views of the same numbers (the notebook compares its run with the full specification)

@@ -246,18 +246,18 @@ def test_policy_refuses_bad_settings():
     with pytest.raises(ValueError, match="tau_safe=.*exceeds tau_warn"):
         A.AdaptivePolicy(tau_warn=1e-4, tau_safe=1e-3)
     for bad in (dict(tau_warn=-1e-3), dict(tau_safe=0.0), dict(tau_warn=math.nan), dict(tau_safe=-1.0)):
-        with pytest.raises(ValueError, match="finite number > 0"):
+        with pytest.raises(ValueError, match="need finite > 0"):
             A.AdaptivePolicy(**{"tau_warn": 1e-3, "tau_safe": 1e-4, **bad})
     for bad in (dict(max_span=0), dict(min_span=0), dict(patience=0), dict(max_span=1.5)):
-        with pytest.raises(ValueError, match="whole number >= 1"):
+        with pytest.raises(ValueError, match="need int >= 1"):
             A.AdaptivePolicy(**bad)
     with pytest.raises(ValueError, match="below min_span"):
         A.AdaptivePolicy(max_span=2, min_span=3)
-    with pytest.raises(ValueError, match="budget_bytes must be >= 0"):
+    with pytest.raises(ValueError, match="budget_bytes=-1 < 0"):
         A.AdaptivePolicy(budget_bytes=-1)
-    with pytest.raises(ValueError, match="span must be"):
+    with pytest.raises(ValueError, match="span 0: need int"):
         A.fixed_spacing(8, 0)
-    with pytest.raises(ValueError, match="span must be"):
+    with pytest.raises(ValueError, match="span 0: need int"):
         A.FixedPolicy(0)
     p = _policy(budget_bytes=0, max_span=4)
     with pytest.raises(ValueError, match="raise budget_bytes or max_span"):
@@ -355,7 +355,7 @@ def test_uniform_layout_and_frontier_verdict():
     rival = A.frontier_verdict(rows + [row("boundary 1", 1, (1,), 0.999999, 1e-4)])
     assert rival["points"][0]["fixed_keep"] == (1,) and rival["points"][0]["grad"] == "loss"
     assert A.boundary_rival(12, 1) == (1,) and A.boundary_rival(12, 3) == (1, 5, 9)
-    with pytest.raises(ValueError, match="n_kept must lie in 1..11"):
+    with pytest.raises(ValueError, match="outside 1..11"):
         A.boundary_rival(12, 12)
 
 
@@ -393,46 +393,18 @@ def _frontier_rows(adaptive: list[tuple[float, tuple, float, float]]) -> list[di
     return fixed + [row("adaptive", *a) for a in adaptive]
 
 
-def test_frontier_counts_each_distinct_layout_once_and_the_text_follows_the_layouts():
+def test_frontier_counts_each_distinct_layout_once():
     # six thresholds, one layout: one result, not six
     same = A.frontier_verdict(_frontier_rows([(t, (1, 3), 0.9999, 1e-4) for t in (1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5)]))
     assert same["grad_tie"] == 6 and same["recon_win"] == 6                      # per threshold: six times
     assert len(same["layouts"]) == 1 and same["layout_recon_win"] == 1 and same["layout_grad_tie"] == 1
-    text = A.frontier_line("reveuler_rev", same)
-    assert "all 6 thresholds chose the same layout (1, 3)" in text and "that one layout beat" not in text
-    assert "that one layout tied with the best fixed layout (2, 4) at equal memory on gradient error and beat it" in text
-    assert "Scored on the probe batch, the one that chose the layouts: in-sample" in text
-    assert "win 6" not in text and "of 6" not in text
     # the same thresholds choosing different layouts, one of which loses and one that is fixed spacing itself
     split = A.frontier_verdict(_frontier_rows([(1e-2, (), 0.99, 1e-2), (3e-3, (), 0.99, 1e-2),
                                                (1e-3, (1,), 0.99, 1e-2), (3e-4, (1, 3), 0.9999, 1e-4)]))
     assert [lay["keep"] for lay in split["layouts"]] == [(), (1,), (1, 3)]
     assert split["layouts"][0]["same_as_fixed"] and split["layouts"][0]["tau_warns"] == [1e-2, 3e-3]
-    text = A.frontier_line("midpoint_rev", split)
-    assert "the 4 thresholds chose 3 distinct layouts" in text and "same layout" not in text
-    assert "() (tau_warn 1e-02, 3e-03) is the fixed-spacing layout at its memory, a tie by construction" in text
-    assert "(1,) (tau_warn 1e-03) lost to the best fixed layout (3,)" in text
-    assert "Counted once per layout: on gradient error win 0, tie 2, lose 1 of 3" in text
-
-
-def test_speed_line_never_judges_variants_trained_one_after_another():
-    run = lambda rate, q1, q3: {"tokens_per_s": 0.9 * rate, "tokens_per_s_median": rate,  # noqa: E731
-                                "tokens_per_s_q1": q1, "tokens_per_s_q3": q3, "probe_overhead": 0.1}
-    f64 = fxp = run(900, 850, 950)
-    for fixed in (run(1100, 900, 1300), run(1500, 1400, 1600)):     # overlapping step ranges, and far apart
-        text = A.speed_line(run(1000, 950, 1050), fixed, f64, fxp)
-        assert "not comparable: timed apart" in text and "slower" not in text and "faster" not in text
-        assert "1000 (950..1050)" in text
-
-
-def test_threshold_line_says_when_the_calibration_missed_the_target():
-    pol = lambda tau: A.AdaptivePolicy(tau, tau / 10, max_span=6)  # noqa: E731
-    met = A.findings._threshold_line({"a": pol(3e-3), "b": pol(3e-3)}, {"a": 0.9995, "b": 0.9999}, 0.999)
-    assert met.startswith("* One threshold, tau_warn = 0.003, met the cosine target for both trunks")
-    missed = A.findings._threshold_line({"a": pol(3e-3), "b": pol(3e-3)}, {"a": 0.99, "b": 0.9999}, 0.999)
-    assert "ran out of rounds" in missed and "for a (worst cosine 0.990000)" in missed and "met the" not in missed
-    differ = A.findings._threshold_line({"a": pol(3e-3), "b": pol(1e-3)}, {"a": 0.9995, "b": 0.9999}, 0.999)
-    assert "not universal" in differ
+    assert split["layouts"][1]["fixed_keep"] == (3,) and split["layouts"][1]["grad"] == "loss"
+    assert (split["layout_grad_win"], split["layout_grad_tie"], split["layout_grad_loss"]) == (0, 2, 1)
 
 
 # --- sizes and the notebook's exercises ------------------------------------------------------------------------------
@@ -455,51 +427,24 @@ def test_exercise_checks_refuse_wrong_answers_and_restore_the_function():
     assert reversible.ReversibleFunction is real
 
 
-def test_the_fp64_stream_is_named_when_it_dominates_both_fp32_policies():
-    from rev.chapters.adaptive.findings import _dominant_stream
-
-    arm = lambda cos, tps: {"grad_cos_min": cos, "tokens_per_s": tps}                      # noqa: E731
-    f64 = {"grad_cos_min": 1.0, "trunk_state_bytes": 900, "budget_bytes": 1000, "tokens_per_s": 930.0}
-    line = _dominant_stream(f64, (arm(0.9995, 1000.0), arm(0.9990, 980.0)), 0.999)
-    assert "dominates both fp32 policies" in line and "0.93x the faster fp32 arm" in line
-    assert _dominant_stream(f64 | {"grad_cos_min": 0.998}, (arm(0.9995, 1000.0),), 0.999) is None   # misses
-    assert _dominant_stream(f64 | {"trunk_state_bytes": 1100}, (arm(0.9995, 1000.0),), 0.999) is None  # over budget
-
-
 def _arm(variant, cos, kept, probe=0.05, fidelity=0.17, val=2.0):
     return {"variant": variant, "grad_cos_min": cos, "kept_mean": kept, "kept_max": round(kept), "val_loss": val,
             "tokens_per_s": 1000.0, "probe_overhead": probe, "fidelity_overhead": fidelity, "hook_overhead": 0.24,
             "budget_bytes": 4096, "trunk_state_bytes": 2048}
 
 
-def test_the_training_verdict_is_worded_by_its_evidence():
-    """Both errors 50x inside the target: a tie, not a win; every verdict cites the note's own 8-seed p = 0.17
-    and each arm's overheads, with which of them the policy needs."""
-    from rev.chapters.adaptive.findings import NOTE_P, _training_lines
-    from rev.chapters.adaptive.sizes import chapter_sizes
-
-    sizes = chapter_sizes("smoke")
-    arms = [_arm("fp32 adaptive", 1 - 1.9e-5, 1.0, probe=0.058), _arm("fp32 fixed spacing", 1 - 1e-6 * 0.9, 2.0),
-            _arm("fp32, no kept states", 0.9, 0.0), _arm("fp64 stream", 1.0, 0.0), _arm("fixed-point stream", 1.0, 0.0)]
-    logs = {"fp32 adaptive": [{"keep": (1,)}], "fp32 fixed spacing": [{"keep": (1, 3)}]}
-    text = "\n".join(_training_lines(sizes, arms, logs, 2, 0.999))
-    assert "not beat" in text or "came out ahead" in text or "a tie" in text
-    assert f"p = {NOTE_P:.2f}" in text and "the note's figure, not measured here" in text
-    assert "5.8% adaptive (the policy needs them)" in text and "logging only" in text
-    tie = [dict(a) for a in arms]
-    tie[0]["kept_mean"], tie[1]["grad_cos_min"] = 2.0, 1 - 1.9e-5 * 3   # adaptive 3x closer, both deep inside
-    assert "**Verdict: a tie.**" in "\n".join(_training_lines(sizes, tie, logs, 2, 0.999))
-
-
-def test_the_replication_over_data_orders_is_worded_by_its_evidence():
-    from rev.chapters.adaptive import replication_line
-
-    row = lambda ahead, worse=False: {"ahead": ahead, "worse": worse}  # noqa: E731
-    assert "not shown either way: the seeds disagree" in replication_line([row(True), row(False), row(True)])
-    assert "not shown either way" in replication_line([row(True), row(True), row(False, worse=True)])
-    every = replication_line([row(True)] * 3)
-    assert "ahead on every one, which at 3 seeds is still p = 0.25 at best" in every and "p = 0.17" in every
-    assert "ahead on none" in replication_line([row(False)] * 3)
+def test_the_training_verdict_wins_on_fidelity_at_equal_peak_memory_only():
+    """Fewer kept states on average wins nothing (the peak sets the memory); 1.5x closer gradients win only when
+    the adaptive arm kept no more states at its peak; 1.4x is a tie."""
+    arms = lambda a_cos, a_mean, a_max: [{**_arm("fp32 adaptive", a_cos, a_mean), "kept_max": a_max},  # noqa: E731
+                                         _arm("fp32 fixed spacing", 1 - 1e-4, 2.0)]
+    fewer = A.training_verdict(arms(1 - 1e-4, 1.25, 2), 0.999)
+    assert fewer["fewer_kept_states"] and not fewer["adaptive_beats_fixed"]
+    assert A.training_verdict(arms(1 - 1e-4 / 1.6, 2.0, 2), 0.999)["adaptive_beats_fixed"]
+    assert not A.training_verdict(arms(1 - 1e-4 / 1.4, 2.0, 2), 0.999)["adaptive_beats_fixed"]    # inside 1.5x
+    assert not A.training_verdict(arms(1 - 1e-4 / 1.6, 2.0, 3), 0.999)["adaptive_beats_fixed"]    # more at peak
+    worse = A.training_verdict(arms(1 - 1e-4 * 1.6, 2.0, 2), 0.999)
+    assert worse["worse_fidelity"] and not worse["adaptive_beats_fixed"]
 
 
 def test_the_best_fixed_rival_is_ranked_by_gradient_error_first():

@@ -325,10 +325,10 @@ def test_shape_and_range_errors():
         th.lr_shock_experiment("linear", th.FLUCTUATION_SIZES["smoke"], factors=(0.0, 1.0))
 
 
-# --- notebook 08: exercise checks, sizes, figures and takeaways ------------------------------------------------
+# --- notebook 08: exercise checks, sizes and figures ------------------------------------------------
 
 def test_exercise_checks_pass_on_the_solutions_and_fail_on_wrong_answers():
-    assert "quadratic" in th.check_round_trip_defect(lambda pb, theta, eta: -eta ** 2 * pb.ju(theta))
+    assert th.check_round_trip_defect(lambda pb, theta, eta: -eta ** 2 * pb.ju(theta)).startswith("remainder O(eta^3")
     for wrong in (lambda pb, theta, eta: eta ** 2 * pb.ju(theta),          # sign
                   lambda pb, theta, eta: -2 * eta ** 2 * pb.ju(theta),     # factor
                   lambda pb, theta, eta: -eta ** 2 * pb.update(theta)):    # U instead of J U
@@ -390,13 +390,10 @@ def _small_findings():
     return f, shock, sizes, sweep, slopes, gk, quad
 
 
-def test_findings_give_figures_takeaways_and_summary(tmp_path):
+def test_findings_give_figures_and_summary(tmp_path):
     import matplotlib.pyplot as plt
 
     f, shock, sizes, sweep, slopes, gk, quad = _small_findings()
-    text = th.takeaways(f)
-    assert text.count("\n- ") == 6 and "$g(3)$" in text and "$g(-2)$" in text and "smoke sizes" in text
-    assert f"{f.round_trip.miss_in_eps.max():.1f}" in text
     th.write_summary(tmp_path / "s.json", f.summary())
     saved = json.loads((tmp_path / "s.json").read_text())
     assert set(saved["verdicts"]) == {f"{k}/{c}" for k in th.MODELS for c in ("response_raw", "response_over_eta2")}
@@ -407,61 +404,26 @@ def test_findings_give_figures_takeaways_and_summary(tmp_path):
         plt.close(fig)
 
 
-def test_takeaways_count_the_seeds_that_were_run():
-    import dataclasses
-
-    f = _small_findings()[0]
-    one = th.takeaways(f)
-    assert "One seed, one base LR per model" in one and "On its one seed the claim" in one
-    rows = [dict(kind=k, seed=seed, measure="direction", factor=fac, response=r)
-            for seed in range(3) for k in th.MODELS for fac, r in ((5.0, 0.5), (0.2, 0.8), (1.0, 1.0))]
-    three = th.takeaways(dataclasses.replace(f, n_seeds=3, seed_verdicts=th.verdict_table(pd.DataFrame(rows)),
-                                             shock_source="run here"))
-    assert "One seed" not in three and "reads the first of 3 seeds" in three
-    assert "On the first of 3 seeds the claim" in three   # the single-seed verdict says which seed it read
-    assert "the verdict over all 3 seeds (next line) is the one to read" in three
-    assert "Over 3 seeds (run here)" in three and "probability 2^(1-3) = 1 in 4" in three
-
-
-def test_an_unconverged_perceptron_cannot_carry_the_claim():
-    import dataclasses
-
-    f = _small_findings()[0]
-    floor = th.noise_floor(f.shock_sizes)
-
-    def with_linear_loss(loss):
-        shock = dict(f.shock)
-        shock["linear"] = shock["linear"].assign(loss_before=loss)
-        return th.takeaways(dataclasses.replace(f, shock=shock))
-
-    stuck = with_linear_loss(6.5 * floor)
-    assert "the perceptron had not converged when its LR changed" in stuck
-    assert "cannot say that linear models are ordinary" in stuck
-    assert "had not converged" not in with_linear_loss(1.1 * floor)
-
-
-def test_the_paper_setup_is_claimed_only_when_every_field_matches(tmp_path):
+def test_the_setup_table_sets_every_field_beside_the_papers(tmp_path):
     paper = th.paper_sizes()
-    assert th.paper_comparison(paper).startswith("✓ these runs use the paper's Figure 2 setup (")
-    assert th.paper_comparison(paper.replace(seeds=9, window=50, threads=1)).endswith("setup (every setup field matches)")
+    assert th.setup_table(paper).same.all()
+    assert th.setup_table(paper.replace(seeds=9, window=50, threads=1)).same.all()   # how it is measured, not what
     quick = th.quick_shock_sizes("cpu")
-    text = th.paper_comparison(quick)
-    assert text.startswith("✗ these runs use the paper's Figure 2 setup: does not hold (here vs the paper: ")
-    assert "d_model 64 vs 128" in text
-    assert f"change_step {quick.change_step} vs 1000" in text and "seq_len" not in text
+    table = th.setup_table(quick).set_index("field")
+    assert list(table.index) == list(th.PAPER_SETUP_FIELDS)
+    assert (table.loc["d_model", "here"], table.loc["d_model", "paper"]) == (64, 128)
+    assert set(table.index[~table.same]) == set(th.paper_differences(quick)) and table.loc["seq_len", "same"]
     assert th.paper_differences(paper.replace(batch_size=32)) == {"batch_size": (32, 64)}
-    line = th.describe_setup(quick)
-    assert f"d_model={quick.d_model}" in line and f"LR change at step {quick.change_step} of {quick.total_steps}" in line
     # what the notebook will read: the reduced run unless the paper-size cache is there, and then the cache
-    assert th.planned_runs(tmp_path, "cpu") == (quick, "reduced run made here")
-    assert th.planned_runs(tmp_path, "smoke") == (th.FLUCTUATION_SIZES["smoke"], "run here at the profile's sizes")
+    assert th.planned_runs(tmp_path, "cpu") == (quick, "reduced, run here")
+    assert th.planned_runs(tmp_path, "smoke") == (th.FLUCTUATION_SIZES["smoke"], "run here")
     small = th.FLUCTUATION_SIZES["cpu"].replace(d_model=8, n_head=2, d_ff=16, change_step=6, total_steps=12, window=3,
                                                  batch_size=4)
     runs = th.shock_over_seeds(small, seeds=[0], kinds=["linear"])
     th.save_runs(th.cache_path(tmp_path, "cpu"), runs, th.FLUCTUATION_SIZES["cpu"], "cpu")  # as if paper-size
     sizes, source = th.planned_runs(tmp_path, "cpu")
     assert sizes == th.FLUCTUATION_SIZES["cpu"] and source.startswith("cached")
-    assert th.paper_comparison(sizes).endswith("setup (every setup field matches)")
+    assert th.setup_table(sizes).same.all()
 
 
 # --- the paper's protocol (data, seeds, verdicts) and the potentials along SGD paths ----------------
