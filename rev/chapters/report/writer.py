@@ -22,11 +22,12 @@ import pandas as pd
 from ...base.cli import folder_arg
 from ...base.files import check_output, swap_in, write_text
 from ...base.results_folder import PLOTS_DIR, REPORT_NAME, merge
+from ...core.optim import WARMUP_FLOOR_STEPS
 from ..shared.figures import save_plots
+from ..shared.run_log import PLATEAU_NATS, run_start
 from ..shared.tables import counted, format_number, header, tidy
 from .companions import companion_findings
 from .qualifiers import recon_sentence, stream_confounds
-from ..assignment.takeaways import stalled_start
 from .headline import bench_speed, headline_lines, limits, mib
 from .evidence import format_headline, markdown_table, runs_table
 from ..shared.verdicts import TIMED_APART, seed_tie, side_of_tie, speed_verdict
@@ -95,6 +96,26 @@ def _finding_deep(base: pd.Series, deep: pd.Series, search: dict | None) -> str 
     mem = f", peaking at {_mib(pd_)}" if pd_ else ""
     return (f"The deepest reversible model{within} at batch {int(deep['batch_size'])} has {int(ld)} layers to "
             f"the baseline's {int(lb)} ({ld / lb:.2f}x{mem}).")
+
+
+def stalled_start(run_dir, context_free: float | None, other_dir=None, label: str = "The reversible max-batch run") -> str | None:
+    """Why a run can fall behind step for step, read from its log (`run_dir`): a stretch on the context-free line
+    (at least a tenth of its steps, and 10), set beside its warm-up, its peak rate and its largest early gradient
+    norm; `other_dir` (run 1b) gives a warm-up to compare. None when the run did not stall or its log or context-free
+    loss is missing."""
+    unigram = number(context_free)
+    st = run_start(run_dir, unigram) if run_dir and unigram is not None else None
+    if st is None or not st.stalled:
+        return None
+    ost = run_start(other_dir, unigram) if other_dir else None
+    theirs = f" (run 1b's: {ost.warmup_steps})" if ost else ""
+    return (f"{label} stalled: its running-mean training loss sat within {PLATEAU_NATS} nats of the context-free line "
+            f"({unigram:.2f}) for {st.plateau_steps} consecutive steps of its {st.steps}, learning token frequencies and little "
+            f"else. Its warm-up lasted {counted(st.warmup_steps, 'step')}{theirs} (the recipe's floor is "
+            f"{WARMUP_FLOOR_STEPS}) up to its peak learning rate {st.peak_lr:.4f}, and its gradient norm peaked at "
+            f"{st.max_grad_norm:.1f} at step {st.max_grad_step} ({st.max_grad_norm / st.median_grad_norm:.0f}x its "
+            f"median). A few large steps at a high rate before Adam's moment estimates settle can leave a model on "
+            f"that line; the recipe sweep above says which of rate and warm-up this batch needed.")
 
 
 def _finding_stall(rev_max: pd.Series, base_max: pd.Series) -> str | None:

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from rev.chapters.assignment import takeaways as T
+from rev.chapters.report.writer import stalled_start
 from rev.chapters.screening.takeaways import screening_takeaways
 from rev.chapters.shared.results import load_runs, max_batch_views, view_gaps
 from rev.chapters.shared.run_log import val_loss_after_steps
 from rev.chapters.shared.runs import loss_spikes, run_dir_of, run_speed, speed_ratio_between, summary_table
 from rev.chapters.shared.tables import tidy
-from rev.chapters.shared.verdicts import FALLBACK_TIE, TIMED_APART, TOO_NOISY, Tie, speed_verdict, speed_words
+from rev.chapters.shared.verdicts import TIMED_APART, TOO_NOISY, speed_verdict, speed_words
 from rev.core.model import GPTConfig
-from rev.core.reversible import RECON_LIMIT
 from rev.measure.maxbatch import MaxDepth
 
 SEQ = 64
@@ -140,65 +140,6 @@ def _deep(n_layer: int = 6) -> MaxDepth:
     return MaxDepth(trunk="reveuler_rev", n_layer=n_layer, batch=8, budget_bytes=8 * 2**20, max_layers=12)
 
 
-def test_the_depth_finding_says_when_the_deeper_model_lost(tmp_path):
-    run1 = make_run(tmp_path, "run1_baseline", "residual", val=5.0)
-    run2 = make_run(tmp_path, "run2_reversible_same_batch", val=4.9, tps=1000.0)
-    lost = make_run(tmp_path / "a", "run4_reversible_deep", n_layer=6, val=5.1, tps=400.0)
-    won = make_run(tmp_path / "b", "run4_reversible_deep", n_layer=6, val=4.6, tps=400.0)
-    tie = make_run(tmp_path / "c", "run4_reversible_deep", n_layer=6, val=4.91, tps=[200.0, 2000.0] * 20)
-    t_lost, t_won, t_tie = (T.depth_finding(run1, run2, r, _deep()) for r in (lost, won, tie))
-    assert "the deeper model lost by 0.200 nats" in t_lost and "the deep run lost by 0.100 nats" in t_lost
-    assert "the deeper model won by 0.300 nats" in t_won and "the deep run won by 0.400 nats" in t_won
-    assert "a tie" in t_tie
-    # 400 against 1000 tokens/s, timed apart: no speed verdict (the 2.5x gap could be the machine's)
-    assert f"the two runs' speeds are {TIMED_APART}" in t_lost and "slower" not in t_lost
-    # against a measured seed tie of 0.25 nats, the 0.2-nat loss is a tie (one seed each cannot call it)
-    seeded = T.depth_finding(run1, run2, lost, _deep(), tie=Tie(0.25, "measured", True))
-    assert "the deeper model lost" not in seeded and "a tie, within 0.25 nats" in seeded
-    # a gap of exactly the tie is a tie: 5.0 - 4.5 = 0.5 exactly, against a 0.5-nat tie
-    edge = make_run(tmp_path / "e", "run4_reversible_deep", n_layer=6, val=5.0)
-    low = make_run(tmp_path / "e", "run2_reversible_same_batch", val=4.5)
-    assert "a tie, within 0.5 nats" in T.depth_finding(run1, low, edge, _deep(), tie=Tie(0.5, "measured", True))
-    assert "not in the results" in T.depth_finding(run1, None, lost, _deep())
-    # run 4 at 6 layers with run 2's h: the horizon grew with the depth, and the finding says so
-    assert "horizon L h grew with its depth (2 x 1 = 2 to 6 x 1 = 6)" in t_lost
-    assert "horizon" not in T.depth_finding(run1, run2, make_run(tmp_path / "d", "run4_reversible_deep", val=5.1), _deep())
-
-
-def test_where_the_memory_went_reads_batch_and_depth_against_run_2_at_equal_tokens(tmp_path):
-    run1 = make_run(tmp_path, "run1_baseline", "residual", val=5.0)
-    run2 = make_run(tmp_path, "run2_reversible_same_batch", val=4.9)
-    same = {"budget_bytes": 8 * 2**20}            # the max-batch budget equals the depth search's (`_deep`)
-    # run 3: batch 64 on run 2's tokens in 5 steps; B_simple 16 puts it above: a step worth 2.40 of one at batch
-    # 8, 3.33x the tokens for the same loss
-    runs = {}
-    for case, (v3, v4) in {"depth": (5.2, 4.6), "batch": (4.5, 5.0), "tie": (4.9, 4.91)}.items():
-        root = tmp_path / case
-        runs[case] = (make_run(root, "run3_reversible_max_batch", batch=64, steps=5, eval_every=1, val=v3),
-                      make_run(root, "run4_reversible_deep", n_layer=6, val=v4))
-    depth, batch, tie = (T.memory_spend_finding(16.0, run1, run2, *runs[c], _deep(), maxbatch=same)
-                         for c in ("depth", "batch", "tie"))
-    assert "B_simple is 16 sequences" in depth and "worth 2.40 of a step at batch 8" in depth
-    assert "3.33x the tokens" in depth
-    assert "the same memory, the memory was better spent on depth, by 0.600 nats" in depth
-    assert "run 3 lost by 0.300 nats" in depth and "run 4 won by 0.300 nats" in depth
-    assert "better spent on batch, by 0.500 nats" in batch
-    assert "Neither spending beat the other" in tie
-    # budgets that differ (the max-batch budget against the baseline's own peak): no head-to-head verdict
-    apart = T.memory_spend_finding(16.0, run1, run2, *runs["depth"], _deep(), maxbatch={"budget_bytes": 4 * 2**20})
-    assert "better spent" not in apart and "spent different memory (batch: 4.0 MiB; depth: 8.0 MiB)" in apart
-    assert "better spent" not in T.memory_spend_finding(16.0, run1, run2, *runs["depth"], _deep())   # unknown budget
-    alone = T.memory_spend_finding(16.0, run1, None, *runs["depth"], _deep(), maxbatch=same)
-    assert "against run 1 (a different trunk as well)" in alone
-    # run 3 on 4x run 2's tokens, evaluated every 10 steps: none by run 2's 20,480 tokens (step 5); its first, at
-    # step 10, bounds its gap from below
-    late = make_run(tmp_path / "late", "run3_reversible_max_batch", batch=64, steps=20, eval_every=10, val=4.0)
-    deep = make_run(tmp_path / "late", "run4_reversible_deep", n_layer=6, val=4.6)
-    text = T.memory_spend_finding(16.0, run1, run2, late, deep, _deep(), maxbatch=same)
-    assert "at least +0.100 nats (it had no evaluation by 20,480 tokens" in text   # 5.0 at step 10 vs 4.9
-    assert "The bound cannot say which spending was better" in text
-
-
 def test_a_loss_spike_is_found_where_it_happens_and_commented(tmp_path):
     calm = [6.0 - 0.01 * s + 0.02 * (s % 3) for s in range(80)]
     spiky = list(calm)
@@ -208,12 +149,6 @@ def test_a_loss_spike_is_found_where_it_happens_and_commented(tmp_path):
     assert loss_spikes(Path(run_calm["config"]["out_dir"])) == []
     [spike] = loss_spikes(Path(run_spiky["config"]["out_dir"]))
     assert spike.step == 50 and spike.tokens == 51 * 32 * SEQ and spike.recovered_after is not None
-    text = T.spike_finding({"run1b": run_calm, "run3": run_spiky})
-    assert "**run3**" in text and f"{51 * 32 * SEQ:,} tokens (step 50)" in text and "run1b**" not in text
-    assert "the largest learning rate of these runs" in text and "not the memory-free backward" in text
-    assert "No loss spike" in T.spike_finding({"run1b": run_calm})
-    broken = make_run(tmp_path / "x", "run3_reversible_max_batch", steps=80, losses=spiky, recon=10 * RECON_LIMIT)
-    assert "suspect its rebuilt gradients" in T.spike_finding({"run3": broken})
 
 
 def test_a_gradual_bump_in_the_plotted_curve_is_a_spike_and_noise_is_not(tmp_path):
@@ -268,51 +203,6 @@ def test_equal_steps_reads_the_run_with_fewest_steps_at_its_last_evaluation(tmp_
     assert notes["run3_reversible_max_batch"] == ""
 
 
-def test_run_3s_lesson_changes_with_what_a_step_bought(tmp_path):
-    run1b = make_run(tmp_path, "run1b_baseline_maxbatch", "residual", batch=8, steps=40, val=4.6, tps=1000.0)
-    # run 3 loses at equal tokens; at equal steps (10) run 1b is at 5.65, run 3 at 4.8: ahead step for step
-    run3 = make_run(tmp_path, "run3_reversible_max_batch", batch=32, steps=10, val=4.8, eval_every=5, tps=3000.0)
-    df, views = _views_frame(tmp_path)
-    text = T.batch_lesson(run1b, run3, views)
-    assert "run 3 at batch 32 took 10 optimizer steps, run 1b at batch 8 took 40 (4.0x as many)" in text
-    assert "the larger batch lost by 0.200 nats" in text and "for lack of steps, not of data" in text
-    assert "**On a GPU (a statement about GPUs, not a measurement of this workbook):**" in text
-    assert "time per token then falls about 4.0x" in text
-    assert f"their speeds are {TIMED_APART}" in text and "was faster" not in text   # 3000 vs 1000: timed apart
-    # a larger batch that is behind even step for step reads otherwise
-    other = tmp_path / "b"
-    run1b_b = make_run(other, "run1b_baseline_maxbatch", "residual", batch=8, steps=40, val=3.0, tps=1000.0)
-    run3_b = make_run(other, "run3_reversible_max_batch", batch=32, steps=10, val=5.9, eval_every=5, tps=900.0)
-    text_b = T.batch_lesson(run1b_b, run3_b, _views_frame(other)[1])
-    assert "even step for step the larger batch was behind" in text_b and "for lack of steps" not in text_b
-
-
-def test_max_batch_takeaways_follow_the_runs(tmp_path):
-    mb = {"budget_bytes": 16 * 2**20, "residual": {"batch": 8}, "reveuler_rev": {"batch": 32}}
-    chosen = {"trunk": "reveuler_rev", "h": 1.0, "stream": "fp32"}
-
-    def takeaways(root: Path, deep_val: float, spiky: bool, tie: Tie = FALLBACK_TIE) -> str:
-        losses = [6.0 - 0.01 * s for s in range(40)]
-        if spiky:
-            losses[30] += 2.0
-        runs = {"run1_baseline": make_run(root, "run1_baseline", "residual", val=5.0),
-                "run2_reversible_same_batch": make_run(root, "run2_reversible_same_batch", val=5.0),
-                "run1b_baseline_maxbatch": make_run(root, "run1b_baseline_maxbatch", "residual", val=4.6),
-                "run3_reversible_max_batch": make_run(root, "run3_reversible_max_batch", batch=32, steps=10,
-                                                      val=4.8, eval_every=5),
-                "run4_reversible_deep": make_run(root, "run4_reversible_deep", n_layer=6, val=deep_val,
-                                                 losses=losses)}
-        return T.max_batch_takeaways(mb, chosen, runs, _deep(), tie=tie)
-
-    a, b = takeaways(tmp_path / "a", 5.3, True), takeaways(tmp_path / "b", 4.7, False)
-    assert "the deeper model lost" in a and "the deeper model won" in b
-    # the seed tie reaches the depth finding inside these takeaways too: 0.3 nats either way is then a tie
-    seeded = takeaways(tmp_path / "c", 4.7, False, tie=Tie(0.5, "measured", True))
-    assert "the deeper model won" not in seeded and "a tie, within 0.5 nats" in seeded
-    assert "Loss spikes (see the runs side by side): in run4_reversible_deep" in a and "No run's training loss" in b
-    assert "run 3 lost by" in a and f"Their speeds are {TIMED_APART}" in a
-
-
 def test_tables_print_whole_numbers_as_integers(tmp_path):
     runs = [make_run(tmp_path, "run1_baseline", "residual", batch=7), make_run(tmp_path, "run3_reversible_max_batch",
                                                                              batch=29)]
@@ -358,12 +248,10 @@ def test_a_run_that_sat_on_the_context_free_line_is_called_stalled_and_a_learnin
     flat = [6.0] * 3 + [5.5] * 25 + [5.0 - 0.05 * i for i in range(12)]       # 25 steps on the 5.5 line
     stalled = make_run(tmp_path, "run3_reversible_max_batch", losses=flat, steps=40)
     baseline = make_run(tmp_path, "run1b_baseline_maxbatch", "residual")
-    text = T.stalled_start(run_dir_of(stalled), stalled["unigram_val_loss"], run_dir_of(baseline))
+    text = stalled_start(run_dir_of(stalled), stalled["unigram_val_loss"], run_dir_of(baseline), label="Run 3")
     assert text.startswith("Run 3 stalled") and "(5.50) for 2" in text and "consecutive steps of its 40" in text
-    lesson = T.batch_lesson(baseline, stalled)
-    assert "Run 3 stalled" in lesson
     learning = make_run(tmp_path / "b", "run3_reversible_max_batch")            # falls from 6.0 to 5.0 steadily
-    assert T.stalled_start(run_dir_of(learning), 5.5) is None and "stalled" not in T.batch_lesson(baseline, learning)
+    assert stalled_start(run_dir_of(learning), 5.5) is None
 
 
 def test_runs_timed_apart_get_no_speed_verdict_however_plain_their_gap(tmp_path):
