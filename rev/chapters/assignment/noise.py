@@ -180,11 +180,11 @@ def _gap(a: float | None, b: float | None) -> float | None:
 
 
 def prediction_table(preds: list[Prediction]) -> pd.DataFrame:
-    """One row per reference: the factors, run 3's predicted loss and its predicted gaps to the reference at equal
+    """One row per reference: the factors, the run's predicted loss (run 3's, or 3b's) and its predicted gaps to the reference at equal
     steps and at equal tokens (negative: run 3 lower)."""
     return pd.DataFrame([{
-        "against": p.against, "its batch": p.base_batch, "run 3's batch": p.batch, "step worth": p.steps_factor,
-        "token worth": p.tokens_factor, "run 3 predicted": p.expected, "as": "a bound" if p.loss is None else "",
+        "against": p.against, "its batch": p.base_batch, "batch": p.batch, "step worth": p.steps_factor,
+        "token worth": p.tokens_factor, "predicted": p.expected, "as": "a bound" if p.loss is None else "",
         "gap at equal steps": _gap(p.expected, p.reference_at_steps),
         "gap at equal tokens": _gap(p.expected, p.reference_at_tokens)} for p in preds]).set_index("against")
 

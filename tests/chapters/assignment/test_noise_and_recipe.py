@@ -49,8 +49,8 @@ def test_run_3_is_placed_on_the_reference_curve_at_the_step_the_trade_off_makes_
 
 
 def test_a_miss_of_exactly_the_tolerance_holds(tmp_path):
-    """A prediction of 5.0 against a measured 5.25 with a 0.25-nat seed tie (both exact in binary): held; the
-    strict `<` would call it missed. A hair more is a miss."""
+    """A prediction of 5.0 against a measured 5.25 (or 4.75) with a 0.25-nat seed tie (all exact in binary): held;
+    the strict `<` would call it missed. A hair further either way is a miss."""
     flat = _run(tmp_path / "ref", batch=10, steps=400, val_at=lambda s: 5.0)
     p = predict(flat, "run 1", 10, 90, 100, SEQ, noise_scale=10.0)
     tie = Tie(0.25, "measured", measured=True)
@@ -58,6 +58,11 @@ def test_a_miss_of_exactly_the_tolerance_holds(tmp_path):
     assert prediction_check([p], at, tie).loc["run 1", "holds"] == True   # noqa: E712
     beyond = _run(tmp_path / "beyond", batch=90, steps=100, val_at=lambda s: 5.25 + 2 ** -20)
     assert prediction_check([p], beyond, tie).loc["run 1", "holds"] == False   # noqa: E712
+    # a loss prediction is two-sided: a run far better than predicted misses it too (the model failed), at 4.75 not
+    at_low = _run(tmp_path / "at_low", batch=90, steps=100, val_at=lambda s: 4.75)
+    assert prediction_check([p], at_low, tie).loc["run 1", "holds"] == True   # noqa: E712
+    better = _run(tmp_path / "better", batch=90, steps=100, val_at=lambda s: 4.75 - 2 ** -20)
+    assert prediction_check([p], better, tie).loc["run 1", "holds"] == False   # noqa: E712
 
 
 def test_the_scale_s_trajectory_gives_two_predictions_from_its_two_ends(tmp_path):
