@@ -285,6 +285,17 @@ def _auto_checkpoint(path: Path, plan: Plan, key: dict) -> dict | None:
     return ckpt
 
 
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    """Print `line` the first time this process has it to say: a notebook cell that trains several seeds of one
+    shape would otherwise print the same slicing note once per run."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line)
+
+
 def untimed_steps(steps: int) -> int:
     """How many first steps of a `steps`-step run are left out of its tokens/s: allocation, caches and first-call
     costs warm up there. Readers of a run's log (rev.chapters.shared.run_log) leave out the same ones."""
@@ -295,7 +306,8 @@ def train(cfg: TrainConfig) -> dict:
     """Run (or resume) one training run; returns the summary also written to summary.json."""
     plan, device, dtype, key = _resolve(cfg)
     if cfg.resume == "auto" and (done := _finished(plan, key)) is not None:
-        print(f"reusing the finished run in {shown_path(plan.out_dir)} (same settings; train with resume=False to redo it)")
+        # the run's folder by name: a notebook's saved copy names no place on the machine that ran it
+        print(f"reusing the finished run {Path(plan.out_dir).name} (same settings; train with resume=False to redo it)")
         return done
     rank, world = _dist_setup(device)
     if plan.batch_size % world:
@@ -306,7 +318,7 @@ def train(cfg: TrainConfig) -> dict:
     # before the seed: on a GPU the plan's probes build models of their own
     model_cfg, slicing = resolved(plan.model, plan.batch_size // world, device, dtype)
     if rank == 0 and (slicing.slices > 1 or device.type == "cuda"):
-        print(f"each step runs {slicing.describe()} ({slicing.reason})")
+        _say_once(f"each step runs {slicing.describe()} ({slicing.reason})")
     run = _Run.start(cfg, plan, key, model_cfg, device, dtype, world, ckpt)
     writer = rank == 0
     rows = _open_log(cfg, plan, world, run.start_step, ckpt is not None, writer)

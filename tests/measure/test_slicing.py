@@ -100,13 +100,18 @@ def test_the_max_batch_search_on_a_gpu_reports_the_slicing_its_batch_needs(fake_
     assert res.to_dict()["slicing"]["described"] == "288 slices of 1 sequence"
 
 
-def test_a_run_records_the_slicing_its_steps_ran(smoke_data, tmp_path, capsys):
+def test_a_run_records_the_slicing_its_steps_ran(smoke_data, tmp_path, capsys, monkeypatch):
+    from rev.training import loop
     from rev.training.loop import TrainConfig, train
 
+    monkeypatch.setattr(loop, "_SAID", set())   # another test in this process may have said it already
     s = train(TrainConfig(profile="smoke", trunk="reveuler_rev", data_dir=smoke_data, out_dir=tmp_path / "run",
                           train_tokens=2 * 8 * 64, batch_slice=3, progress=False, device="cpu"))
     assert s["batch_slicing"]["slices"] == 3 and s["batch_slicing"]["described"] == "3 slices of 3 sequences"
     assert "each step runs 3 slices of 3 sequences (set by batch_slice)" in capsys.readouterr().out
+    train(TrainConfig(profile="smoke", trunk="reveuler_rev", data_dir=smoke_data, out_dir=tmp_path / "run2",
+                      train_tokens=2 * 8 * 64, batch_slice=3, progress=False, device="cpu", seed=1))
+    assert "each step runs" not in capsys.readouterr().out   # a second seed of the same shape: said once
 
 
 def test_a_plan_says_memory_forced_it_below_the_gpu_rows_only_below_them():
