@@ -12,8 +12,8 @@ run 1's and run 1b's own curves and the trade-off
 run 3 after s steps stands where run 1 stood after s * S(B1)/S(B3) steps, and after t tokens where run 1 stood
 after t * E(B1)/E(B3) tokens. The model leaves out the learning-rate schedules (each run's cosine ends at its own
 last step), so a prediction is stated to within `PREDICTION_NATS`, and never tighter than the seed tie: a miss inside
-what the seed alone moves a final loss by is no evidence (`prediction_tolerance`). `verdicts` sets run 3's measured
-losses beside the predictions, once run 3 has trained. The measurements are cached in
+what the seed alone moves a final loss by is no evidence (`prediction_tolerance`). `check_noise_scale` checks the
+estimator a learner writes (exercise 06.4) against `rev.measure.noise_scale` on the same gradients. The measurements are cached in
 ``results/<profile>/noise_scale.json``.
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -179,37 +180,13 @@ def _gap(a: float | None, b: float | None) -> float | None:
 
 
 def prediction_table(preds: list[Prediction]) -> pd.DataFrame:
-    """One row per reference: the factors, run 3's predicted loss and its predicted gaps to the reference at equal
+    """One row per reference: the factors, the run's predicted loss (run 3's, or 3b's) and its predicted gaps to the reference at equal
     steps and at equal tokens (negative: run 3 lower)."""
     return pd.DataFrame([{
-        "against": p.against, "its batch": p.base_batch, "run 3's batch": p.batch, "step worth": p.steps_factor,
-        "token worth": p.tokens_factor, "run 3 predicted": p.expected, "as": "a bound" if p.loss is None else "",
+        "against": p.against, "its batch": p.base_batch, "batch": p.batch, "step worth": p.steps_factor,
+        "token worth": p.tokens_factor, "predicted": p.expected, "as": "a bound" if p.loss is None else "",
         "gap at equal steps": _gap(p.expected, p.reference_at_steps),
         "gap at equal tokens": _gap(p.expected, p.reference_at_tokens)} for p in preds]).set_index("against")
-
-
-def prediction_lines(preds: list[Prediction], noise_scale: float, seq_len: int) -> list[str]:
-    """The predictions in words, written before run 3 trains."""
-    lines = [f"Run 1's simple noise scale at its end is B_simple = {noise_scale:.0f} sequences "
-             f"({noise_scale * seq_len:,.0f} tokens), taken for the critical batch B_noise."]
-    for p in preds:
-        side = "above" if p.batch > p.noise_scale else "below"
-        where = (f"about {p.loss:.2f} nats" if p.loss is not None else
-                 f"at most {p.bound:.2f} nats (its equivalent point lies beyond {p.reference}'s last evaluation)"
-                 if p.bound is not None else "where the curve cannot say")
-        gaps = []
-        for view, ref in (("equal steps", p.reference_at_steps), ("equal tokens", p.reference_at_tokens)):
-            g = _gap(p.expected, ref)
-            if g is not None:
-                gaps.append(f"{abs(g):.2f} nats {'below' if g < 0 else 'above'} {p.reference} at {view}")
-        lines.append(
-            f"Against {p.against} (batch {p.base_batch}, B_simple {p.noise_scale:.3g}): run 3's batch {p.batch} is "
-            f"{side} it, so one of its "
-            f"steps is worth {p.steps_factor:.2f} of {p.reference}'s and one of its tokens {p.tokens_factor:.2f}. "
-            f"After its {p.steps} steps run 3 should stand at {where}, to within {PREDICTION_NATS} nats (or the seed "
-            f"tie, where that is wider)"
-            + (f": {' and '.join(gaps)}." if gaps else "."))
-    return lines
 
 
 def prediction_tolerance(tie: Tie = FALLBACK_TIE) -> Tie:
@@ -221,45 +198,46 @@ def prediction_tolerance(tie: Tie = FALLBACK_TIE) -> Tie:
     return model
 
 
-def verdicts(preds: list[Prediction], run3_dir: str | Path, tie: Tie = FALLBACK_TIE) -> pd.DataFrame:
-    """Run 3's measured validation loss after its steps against each prediction: the miss in nats and whether it
-    held, within `prediction_tolerance(tie)` (`verdicts.side_of_tie`; at most the bound plus it where the
-    prediction is one), and the measured gaps."""
-    measured = val_loss_after_steps(run3_dir, preds[0].steps) if preds else None
+
+def prediction_check(preds: list[Prediction], run_dir: str | Path, tie: Tie = FALLBACK_TIE) -> pd.DataFrame:
+    """The run's measured validation loss after each prediction's steps against it: the miss in nats and whether it
+    holds within `prediction_tolerance(tie)` (`verdicts.side_of_tie`, the boundary inside; a bound holds when the
+    run is at most the bound plus it); `holds` is None where the curve could not predict or the log cannot say."""
     tol = prediction_tolerance(tie)
     rows = []
     for p in preds:
-        want = p.expected
-        if measured is None or want is None:
-            verdict, miss = "not predictable", None
-        elif p.loss is None:
-            miss = measured - want
-            verdict = "held (at most the bound)" if side_of_tie(miss, tol) < 1 else f"missed: {miss:.2f} nats above"
-        else:
-            miss = measured - want
-            verdict = ("held" if side_of_tie(miss, tol) == 0 else
-                       f"missed by {abs(miss):.2f} nats ({'worse' if miss > 0 else 'better'} than predicted)")
-        rows.append({"against": p.against, "predicted": want, "measured": measured, "miss (nats)": miss,
-                     "tolerance (nats)": tol.nats, "verdict": verdict,
-                     "gap at equal steps": _gap(measured, p.reference_at_steps),
-                     "gap at equal tokens": _gap(measured, p.reference_at_tokens)})
+        measured = val_loss_after_steps(run_dir, p.steps)
+        miss = None if measured is None or p.expected is None else measured - p.expected
+        holds = None if miss is None else side_of_tie(miss, tol) < 1 if p.loss is None else side_of_tie(miss, tol) == 0
+        rows.append({"against": p.against, "predicted": p.expected, "as": "a bound" if p.loss is None else "a loss",
+                     "measured": measured, "miss": miss, "tolerance": tol.nats, "holds": holds})
     return pd.DataFrame(rows).set_index("against")
 
+def check_noise_scale(estimate: Callable[..., float]) -> str:
+    """06.4: `estimate(model, get_batch, b_small, n_small, groups, seed)` must give `gradient_noise_scale`'s B_simple
+    on the same gradients: a small regression whose noise and signal are known, drawn with the same generator."""
+    torch.manual_seed(0)
+    model = _Regression(6)
+    truth = torch.randn(6)
 
-def noise_growth_line(noise: pd.DataFrame, base_batch: int, batch: int) -> str:
-    """Why a prediction can miss: B_simple moves as the loss falls (it usually grows), and the predictions take its
-    value at run 1's end; run 3 spends its first steps where the scale was its start's, so a step of `batch` bought
-    what the start's scale says there."""
-    col = B_SIMPLE
-    first, last = float(noise.loc[RUN1_START, col]), float(noise.loc[RUN1_END, col])
-    at_start, at_end = (1 / steps_ratio(batch, base_batch, b) for b in (first, last))
-    moved = (f"grew {last / first:.1f}x" if last >= first else f"fell to {last / first:.2f}x its start")
-    direction = ("the most a larger batch can buy; run 3 spends its first steps where the noise scale is small and "
-                 "its extra sequences buy little, so it should land above that prediction, by more the larger its "
-                 "batch, and nearer the step-0 scale's"
-                 if at_end >= at_start else
-                 "less than a step bought at the start; that prediction is then no upper limit, and run 3 can land "
-                 "on either side of it, the step-0 scale's marking the other end")
-    return (f"Why a prediction can miss: B_simple {moved} during run 1 ({first:.1f} sequences at its first weights, "
-            f"{last:.1f} at its end). A step at batch {batch} is worth {at_end:.2f} of one at batch {base_batch} by "
-            f"the end's B_simple and {at_start:.2f} by the start's. The end's scale gives {direction}.")
+    def get_batch(b: int, gen: torch.Generator):
+        x = torch.randn(b, 6, generator=gen)
+        return x, x @ truth + torch.randn(b, generator=gen)
+
+    for b_small, n_small, groups in ((2, 4, 3), (1, 8, 2)):
+        want = gradient_noise_scale(model, get_batch, b_small, n_small, groups, seed=1).b_simple
+        got = estimate(model, get_batch, b_small, n_small, groups, seed=1)
+        assert math.isclose(got, want, rel_tol=1e-9), (
+            f"b_small={b_small}, n_small={n_small}, groups={groups}: got {got:.10g}, want {want:.10g}")
+    return "your estimator gives rev.measure.noise_scale's B_simple on 2 cases."
+
+
+class _Regression(torch.nn.Module):
+    """A linear model whose call is its loss, as `GPT(x, y)`'s is: what `gradient_noise_scale` differentiates."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(width))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return ((x @ self.w - y) ** 2).mean()

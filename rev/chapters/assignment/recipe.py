@@ -3,13 +3,15 @@
 Run 3 trains at many times the profile's batch. Its recipe has two parts, each argued in `rev.core.optim`: the
 peak rate follows the batch by its square root, and the warm-up lasts at least `WARMUP_FLOOR_STEPS` optimizer
 steps however few steps the warm-up tokens make at that batch. The sweep checks each part by taking it back, one
-at a time, on short runs at run 3's own batch: the recipe, the recipe at the profile's rate, and the recipe with a
-warm-up counted in tokens alone, each cell trained for `sweep_steps(profile)` steps and read by its validation loss at the end.
+at a time, on short runs at run 3's own batch: the recipe, the recipe at the profile's rate and at the linear
+rule's higher rate (so the rates tried bracket the recipe's), and the recipe with a warm-up counted in tokens alone, each cell trained for `sweep_steps(profile)` steps and read by its validation loss at the end.
 A cell whose loss sat on the context-free line (`rev.chapters.shared.run_log`'s stall rule) is marked stalled,
 one whose loss went NaN or ended above the uniform guess ln V diverged. Runs live in ``results/<profile>/recipe_sweep/`` and are reused when finished.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,6 @@ from ...core.optim import WARMUP_FLOOR_STEPS, peak_lr, warmup_steps
 from ...base.profiles import ProfileLike, get_profile
 from ...training.loop import TrainingDiverged
 from ..shared.run_log import read_log, run_start
-from ..shared.verdicts import FALLBACK_TIE, within_tie
 from ..shared.runs import profile_dir, train_run
 from .searches import train_kwargs
 
@@ -48,15 +49,16 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return (("square-root rate" if self.lr_rule == "sqrt" else "profile's rate") + ", "
-                + ("floor warm-up" if self.floor else "token-counted warm-up"))
+        return f"{RATE_LABELS[self.lr_rule]}, " + ("floor warm-up" if self.floor else "token-counted warm-up")
 
 
+RATE_LABELS = {"none": "profile's rate", "sqrt": "square-root rule", "linear": "linear rule"}
 RECIPE = Cell("sqrt", True)   # what every run uses: the square-root rate, the floor
 # one factor at a time: the recipe, and the recipe with each of its two parts taken back. The fourth corner of the
 # 2 x 2 (the profile's rate with a token-counted warm-up) would measure only how the two parts interact, for the
-# price of one more run at the max batch.
-CELLS = (RECIPE, Cell("none", True), Cell("sqrt", False))
+# price of one more run at the max batch. The linear rule's higher rate brackets the recipe's from above: without
+# it, a recipe cell that ends lowest could sit at its own ceiling, a higher rate never tried.
+CELLS = (RECIPE, Cell("none", True), Cell("linear", True), Cell("sqrt", False))
 
 
 def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | Path = "results",
@@ -64,7 +66,7 @@ def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | P
                  progress: bool = True) -> pd.DataFrame:
     """Train every cell of `CELLS` for `sweep_steps` steps at `batch` with the `trunk` settings; one row per cell:
     its peak rate, warm-up steps, loss at the end and its state (learnt, stalled, diverged). Given a measured
-    `noise_scale`, the square-root cells saturate beyond it, as the runs do."""
+    `noise_scale`, the scaled cells saturate beyond it, as the runs do. One printed line per finished cell."""
     prof = get_profile(profile)
     steps = sweep_steps(prof)
     per_step = batch * prof.seq_len
@@ -76,11 +78,13 @@ def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | P
                "warm-up steps": warmup_steps(prof.warmup_tokens, per_step, steps, floor),
                "recipe": "the recipe" if cell == RECIPE else ""}
         try:
-            s = train_run(f"{SWEEP_DIR}/{cell.name}", prof, results, data_dir, progress=progress, seed=seed,
-                          batch_size=batch, train_tokens=steps * per_step, lr_scaling=cell.lr_rule,
-                          noise_scale=noise_scale, warmup_floor=floor, **train_kwargs(trunk))
+            with contextlib.redirect_stdout(io.StringIO()):   # the run's own notes (slicing, reuse) once per cell
+                s = train_run(f"{SWEEP_DIR}/{cell.name}", prof, results, data_dir, progress=progress, seed=seed,
+                              batch_size=batch, train_tokens=steps * per_step, lr_scaling=cell.lr_rule,
+                              noise_scale=noise_scale, warmup_floor=floor, **train_kwargs(trunk))
         except TrainingDiverged:
             rows.append(row | {"val loss": np.nan, "state": "diverged"})
+            print(f"{cell.label}: diverged")
             continue
         run_dir = profile_dir(results, prof) / SWEEP_DIR / cell.name
         start = run_start(run_dir, s["unigram_val_loss"])
@@ -89,15 +93,16 @@ def recipe_sweep(profile: ProfileLike, trunk: dict, batch: int, results: str | P
                  "stalled" if start is not None and start.stalled else "learnt")
         rows.append(row | {"val loss": s["final_val_loss"], "context-free": s["unigram_val_loss"],
                            "max grad norm": float(read_log(run_dir)["grad_norm"].max()), "state": state})
+        print(f"{cell.label} (lr {lr:.4f}): val loss {s['final_val_loss']:.3f}, {state}")
     return pd.DataFrame(rows).set_index("cell")
 
 
 def plot_sweep(sweep: pd.DataFrame):
     """The rate x warm-up grid: validation loss after the sweep's steps per cell, the recipe's cell outlined, stalled
     and diverged cells labelled as such, a corner the sweep did not run labelled so."""
-    fig, ax = plt.subplots(figsize=(5.6, 3.6))
-    rates, warmups = ["none", "sqrt"], ["tokens", "floor"]
-    grid = np.full((2, 2), np.nan)
+    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+    rates, warmups = list(RATE_LABELS), ["tokens", "floor"]
+    grid = np.full((len(rates), 2), np.nan)
     for _, r in sweep.iterrows():
         grid[rates.index(r["rate"]), warmups.index(r["warm-up"])] = r["val loss"]
     im = ax.imshow(grid, cmap="viridis_r", aspect="auto")
@@ -110,50 +115,10 @@ def plot_sweep(sweep: pd.DataFrame):
                 bbox=dict(facecolor="none", edgecolor="red", linewidth=2.5) if r["recipe"] else None)
     for i, j in zip(*np.nonzero(np.isnan(grid))):
         if not any((rates.index(r["rate"]), warmups.index(r["warm-up"])) == (i, j) for _, r in sweep.iterrows()):
-            ax.text(j, i, "not run\n(one factor\nat a time)", ha="center", va="center", fontsize=8, color="0.4")
+            ax.text(j, i, "not run", ha="center", va="center", fontsize=8, color="0.4")
     ax.set_xticks([0, 1], ["warm-up: tokens only", f"warm-up: >= {WARMUP_FLOOR_STEPS} steps"])
-    ax.set_yticks([0, 1], ["profile's rate", "square-root rule"])
+    ax.set_yticks(range(len(rates)), list(RATE_LABELS.values()))
     ax.set_title("validation loss after the sweep's steps (red: the recipe)", fontsize=10)
     fig.colorbar(im, ax=ax, label="validation loss (nats)")
     fig.tight_layout()
     return fig
-
-
-def sweep_finding(sweep: pd.DataFrame, steps: int | None = None, seed: int = 0) -> str:
-    """What the sweep says about the recipe, in words computed from its rows (`steps`: each cell's length)."""
-    ok = sweep[sweep["state"] == "learnt"]
-    recipe = sweep[sweep["recipe"] != ""].iloc[0]
-    bad = [f"{name} ({r['state']})" for name, r in sweep.iterrows() if r["state"] != "learnt"]
-    length = f"{steps} steps" if steps else "a few steps"
-    lines = [f"Each cell is one seed ({seed}) and {length}, its cosine ending at its own last step: the sweep ranks "
-             f"recipes over a short horizon, and a gap within {FALLBACK_TIE.nats:g} nats is a tie (the stated fallback: one "
-             f"seed per cell)."]
-    if recipe["state"] != "learnt":
-        lines.append(f"The recipe's own cell {recipe['state']}: the rule does not hold at this batch.")
-    else:
-        best = ok["val loss"].idxmin()
-        gap = recipe["val loss"] - ok.loc[best, "val loss"]
-        if gap <= 1e-12:
-            lines.append(f"The recipe's cell ends lowest, at {recipe['val loss']:.3f} nats.")
-        elif within_tie(gap, FALLBACK_TIE):
-            lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, a tie with the lowest ({best}, "
-                         f"{gap:.3f} below it).")
-        else:
-            lines.append(f"The recipe's cell ends at {recipe['val loss']:.3f} nats, {gap:.3f} above the lowest "
-                         f"({best}): here the rule is not the best of these; the runs below keep it, the one recipe "
-                         f"every profile uses, and the lowest of {len(sweep)} short runs is flattered by being picked.")
-    lines.append("Cells that did not learn: " + ", ".join(bad) + "." if bad else "Every cell learnt.")
-    lines.append(_bracket(ok))
-    return " ".join(line for line in lines if line)
-
-
-def _bracket(ok: pd.DataFrame) -> str:
-    """Whether the sweep brackets the best rate: when its lowest cell ran at the highest rate tried, a higher rate
-    was never tried, so the sweep cannot say the recipe's rate is not too low (it can be its own ceiling)."""
-    if len(ok) < 2 or ok["peak lr"].nunique() < 2:
-        return ""
-    best = ok["val loss"].idxmin()
-    if ok.loc[best, "peak lr"] < ok["peak lr"].max():
-        return ""
-    return (f"The lowest cell ran at the highest rate tried ({ok.loc[best, 'peak lr']:.4f}): no higher rate was "
-            f"tried, so the sweep does not bracket the best rate and cannot say that a higher one would not do better.")

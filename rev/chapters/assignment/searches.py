@@ -15,7 +15,6 @@ from ...measure.ledger import sequence_ledger
 from ...measure.maxbatch import MaxDepth, find_max_batch, find_max_depth, measure_memory_line
 from ...measure.probe import cuda_budget
 from ...base.profiles import ProfileLike, get_profile
-from .sizes import chapter_sizes, max_batch_tokens
 from ..shared.runs import profile_dir
 from ...base.units import MIB
 
@@ -91,30 +90,6 @@ def memory_ledgers(profile: ProfileLike, trunks: list[dict], device: str = "auto
     return pd.DataFrame(rows).T
 
 
-def ledger_finding(ledger, chosen: str) -> str:
-    """What the ledger says, computed from it: how much of the `chosen` trunk's memory per sequence its state and
-    the state's gradients account for, and what the stored and checkpointed trunks keep beyond their parts."""
-    row = ledger.loc[chosen]
-    modelled = float(row["measured"]) - float(row["remainder"])
-    lines = [f"**{chosen}** costs {row['measured']:.2f} MiB per sequence; its state and the state's gradients account "
-             f"for {modelled:.2f} MiB of it, {100 * modelled / float(row['measured']):.0f}%."]
-    if abs(float(row["remainder"])) <= 0.1 * float(row["measured"]):
-        lines.append("Once the trunk is free and its batch runs in slices, what is left per sequence is the state "
-                     "itself: the blocks keep nothing.")
-    else:
-        lines.append(f"The remainder, {row['remainder']:+.2f} MiB, is more than a tenth of it: at this geometry something "
-                     "beyond the state still grows with the batch (a slice larger than the batches measured?).")
-    for other in ("residual", "residual_ckpt"):
-        if other in ledger.index:
-            o = ledger.loc[other]
-            lines.append(f"**{other}** costs {o['measured']:.2f} MiB per sequence "
-                         f"({float(o['measured']) / float(row['measured']):.1f}x), {o['remainder']:.2f} MiB of it beyond "
-                         "the state, the norm and the head: "
-                         + ("every layer's activations, kept for backward." if other == "residual"
-                            else "each layer's input state, kept for the recompute."))
-    return " ".join(lines)
-
-
 def max_batch_table(predicted, mb: dict):
     """The searches beside the lines' predictions: max batch predicted and found, the memory per sequence from the
     two largest fitting probes of each search (where activations dominate most), and how a step at the batch found
@@ -163,17 +138,6 @@ def train_kwargs(trunk: dict) -> dict:
     return {k: trunk[k] for k in ("trunk", "h", "stream") if k in trunk}
 
 
-def max_batch_budget_tokens(profile: ProfileLike, batches: list[int]) -> tuple[int, str]:
-    """The token budget of the max-batch runs (`sizes.max_batch_tokens`) and a line saying how it
-    was set: each run's optimizer steps at that budget."""
-    prof = get_profile(profile)
-    tokens = max_batch_tokens(profile, batches)
-    steps = ", ".join(f"batch {b}: {tokens // (b * prof.seq_len)} steps" for b in sorted(set(batches)))
-    why = (f"raised from {prof.train_tokens:,} so the largest batch still takes {chapter_sizes(prof).max_batch_min_steps} steps"
-           if tokens > prof.train_tokens else "the profile's budget")
-    return tokens, f"{tokens:,} tokens for every max-batch run ({why}); {steps}"
-
-
 # --- the loss-head ablation -----------------------------------------------------------------------------------
 
 LOSS_HEADS_FILE = "loss_heads.json"
@@ -216,18 +180,3 @@ def search_max_depth(profile: ProfileLike, trunk: dict, batch: int, budget_bytes
     return res
 
 
-def line_vs_search(predicted, mb: dict) -> str:
-    """The two-probe lines' max batches (`predict_max_batches`) against what the measured search found, per trunk
-    and as a ratio: how far a straight-line model of the peak carries."""
-    found = {t: mb[t]["batch"] for t in predicted.index if t in mb}
-    parts = []
-    for t, f in found.items():
-        p = int(predicted.loc[t, "predicted_max_batch"])
-        off = "exact" if p == f else f"the line {'under' if p < f else 'over'}estimated it by {abs(p - f)}"
-        parts.append(f"{t}: predicted {p}, found {f} ({off})")
-    text = "; ".join(parts)
-    if "residual" in found and len(found) > 1:
-        other = next(t for t in found if t != "residual")
-        pr = predicted.loc[other, "predicted_max_batch"] / predicted.loc["residual", "predicted_max_batch"]
-        text += f". Ratio: predicted {pr:.2f}x, found {found[other] / found['residual']:.2f}x."
-    return text

@@ -2,7 +2,7 @@
 
 Run 3 spends the reversible trunk's saved memory on batch, run 4 on depth; each is read against run 2 (the same
 trunk at the profile's batch and depth, so the spending is the one difference) at equal tokens, one seed each,
-against one tie (`verdicts.Tie`). Notebook 06 (`takeaways.memory_spend_finding`) and the report's headline
+against one tie (`verdicts.Tie`). Notebook 06 (its verdict table) and the report's headline
 (`report.headline.spent_line`) both read `memory_spent`'s result, so they cannot disagree.
 
 The two spendings are set against each other only when they spent the same memory: the max-batch search runs

@@ -53,7 +53,7 @@ def test_the_plan_names_every_training_run_the_workbook_makes(t4):
             "run3b_reversible_max_batch_stream", "run4_reversible_deep", "run2b_screening_runner_up"}
     assert main <= names
     assert sum(n.startswith("screening/") for n in names) == 5          # the fp32 candidates and the residual
-    assert sum(n.startswith("recipe_sweep/") for n in names) == 3
+    assert sum(n.startswith("recipe_sweep/") for n in names) == 4   # the recipe, two other rates, a token warm-up
     assert not any(n.startswith("seeds/") for n in names) and assignment_sizes(prof).seeds == 1
     for notebook in ("08_training_irreversibility", "09_adaptive_checkpointing", "09b_adaptive_rank",
                      "10_finetune_trace_rollback"):
