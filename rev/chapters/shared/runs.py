@@ -117,19 +117,6 @@ def run_speed(summary: dict) -> Spread | None:
     return Spread(statistics.median(timed), lo, hi, len(timed), "quartiles over its steps")
 
 
-def speed_ratio_between(a: dict, b: dict) -> Spread | None:
-    """Run `a`'s tokens/s over run `b`'s as the ratio of their median steps, with no interval: the two runs were
-    timed apart, so load that changed between them is in this ratio, and a bootstrap over their steps (which treats
-    steps as independent draws) would stay tight around it. A description only: `verdicts.speed_verdict` reads it
-    as `TIMED_APART`. None without both logs."""
-    da, db = run_dir_of(a), run_dir_of(b)
-    ta, tb = (step_speeds(d).tolist() if d else [] for d in (da, db))
-    if len(ta) < 2 or len(tb) < 2:
-        return None
-    ratio = statistics.median(ta) / statistics.median(tb)
-    return Spread(ratio, math.nan, math.nan, min(len(ta), len(tb)), "ratio of median steps, timed apart")
-
-
 def bench_ratio(bench: dict, trunk: str) -> Spread | None:
     """`trunk`'s speed over residual's in a `bench_trunks` result, round by round (both steps of a round ran
     under the same load): the median of the rounds' ratios and its bootstrap interval (`round_ratio`)."""

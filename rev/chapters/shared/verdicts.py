@@ -163,19 +163,6 @@ def speed_verdict(ratio: Spread | None, x: float = 1.0) -> str:
     return {1: FASTER, -1: SLOWER, 0: TOO_NOISY}[interval_side(ratio.lo, ratio.hi, x)]
 
 
-def speed_words(ratio: Spread | None, a: str, b: str) -> str:
-    """`speed_verdict` in a sentence: which of `a` and `b` ran faster, with the interval that says so."""
-    verdict = speed_verdict(ratio)
-    if verdict == TIMED_APART:
-        return (f"{a} against {b}: {TIMED_APART} (their steps were not interleaved, so a change of the machine's "
-                f"load between them would read as a difference of speed)")
-    if verdict == TOO_NOISY:
-        why = (f"{ratio.n} interleaved rounds, too few to test" if ratio.n < MIN_ROUNDS else "holds 1")
-        return f"{TOO_NOISY} whether {a} is slower or faster than {b}: {ratio.text()} {why}"
-    return (f"{a} was {verdict} than {b}: {ratio.text()} of its tokens/s, the whole interval "
-            f"{'below' if verdict == SLOWER else 'above'} 1")
-
-
 def compare_speeds(a: Sequence[float], b: Sequence[float]) -> str:
     """Two sets of per-step tokens/s of *the same work* (the halves of one run): `FASTER`, `SLOWER` or
     `TOO_NOISY` from the 95% bootstrap interval of the difference of their medians (`rev.measure.stats`). A

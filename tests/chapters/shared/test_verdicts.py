@@ -72,11 +72,9 @@ def test_a_speed_verdict_needs_interleaved_timing_and_enough_rounds():
     # the same numbers from runs timed apart: no verdict, however tight
     apart = V.Spread(0.8, 0.79, 0.81, 300, "95% bootstrap interval", interleaved=False)
     assert V.speed_verdict(apart) == V.TIMED_APART and V.speed_verdict(None) == V.TIMED_APART
-    assert V.speed_words(apart, "run 3", "run 1").startswith(f"run 3 against run 1: {V.TIMED_APART}")
     # four interleaved rounds, however clear, are too few to test
     four = V.Spread(0.5, 0.45, 0.55, V.MIN_ROUNDS - 1, "quartiles over 4 interleaved rounds", interleaved=True)
-    assert V.speed_verdict(four) == V.TOO_NOISY and "too few to test" in V.speed_words(four, "a", "b")
-    assert "the whole interval below 1" in V.speed_words(clear, "a", "b")
+    assert V.speed_verdict(four) == V.TOO_NOISY
     assert V.Spread(0.5, math.nan, math.nan, 9, "timed apart").text() == "0.50 (timed apart)"
 
 
