@@ -194,8 +194,8 @@ def load(data_dir: str | Path, model_vocab_size: int | None = None, verify: bool
         raise DataError(f"{folder}/meta.json records token id {meta['max_token_id']} outside the vocabulary of "
                         f"{meta['vocab_size']}; prepare the corpus again")
     if model_vocab_size is not None and model_vocab_size < meta["vocab_size"]:
-        raise DataError(f"the model's vocabulary ({model_vocab_size}) is smaller than the corpus's "
-                        f"({meta['vocab_size']}, token ids up to {meta['max_token_id']}): set the model's "
+        raise DataError(f"the model's vocabulary ({model_vocab_size:,}) is smaller than the corpus's "
+                        f"({meta['vocab_size']:,}, token ids up to {meta['max_token_id']:,}): set the model's "
                         f"vocab_size to at least {meta['vocab_size']}, or prepare the data with "
                         f"--vocab-size {model_vocab_size}")
     return TokenData(folder, meta, tok)
