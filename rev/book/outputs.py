@@ -104,7 +104,8 @@ NOISE = {"a machine path": re.compile(r"(?:^|[\s'\"(=])/(?:work|tmp|home|root|Us
          "a dict repr": re.compile(r"\{'[^']*': "),
          "a dataclass repr": re.compile(r"\b[A-Z][A-Za-z]+\([a-z_]+="),
          # a value shown as Python quotes it ("profile 'cpu'", "['a', 'b']") or a list of numbers (token ids)
-         "a quoted repr": re.compile(r"^\w[\w ]* '[^'\s]+'$|\['[^']*', '"),
+         "a quoted repr": re.compile(r"^\w[\w ]* '[^'\s]+'$|\['[^']*', '|"
+                                     r"\b(?:profile|trunk|stream|run|measured|predicted) '[\w./ -]+'"),
          "a list repr": re.compile(r"\[-?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?){3,}"),
          "a progress bar": BAR,
          # pytest's or Python's assertion text where a table or a sentence belongs

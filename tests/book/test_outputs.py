@@ -108,12 +108,13 @@ def test_noise_lines_find_each_kind_of_residue_the_strict_read_saw():
         _printed("reusing the finished run in results/cpu/run1_baseline\n"),
         _printed("the trace trace.revtrace holds 40 steps\n"),
         _printed("profile 'cpu'\n"),
+        _printed("profile 'cpu': 700,000 tokens in batches of 16\n"),
         _printed("the prefix is 6 tokens: [12, 7, 301, 4, 9, 22]\n"),
         _printed("run:  40%|####      | 20/50 [00:03<00:04, 6.1it/s]\n"),
         _printed("assert 0.9586482048034668 >= 0.999\n"),
         _printed("parameters: 635563837\n"),
     ])
-    assert _kinds(nb) == ["a relative path", "a relative path", "a quoted repr", "a list repr", "a progress bar",
+    assert _kinds(nb) == ["a relative path", "a relative path", "a quoted repr", "a quoted repr", "a list repr", "a progress bar",
                           "a raw assert", "an unformatted number"]
 
 

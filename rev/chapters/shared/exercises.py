@@ -88,7 +88,7 @@ def recorded_against(guesses: dict[str, object], measured: dict[str, object]) ->
     lines = []
     for name, value in measured.items():
         guess = guesses.get(name)
-        shown = num(value) if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)
+        shown = num(value) if isinstance(value, float) else str(value)   # words as words: never a quoted repr
         if value is None:
             lines.append(f"{name}: not measured here, so your prediction cannot be checked.")
         elif guess is None:
@@ -99,6 +99,6 @@ def recorded_against(guesses: dict[str, object], measured: dict[str, object]) ->
         else:
             both_lists = isinstance(guess, (list, tuple)) and isinstance(value, (list, tuple))
             same = list(guess) == list(value) if both_lists else str(guess).strip().lower() == str(value).strip().lower()
-            lines.append(f"{name}: you predicted {guess!r}, measured {shown}: "
+            lines.append(f"{name}: you predicted {guess}, measured {shown}: "
                          + ("as predicted." if same else "not what you predicted."))
     return "\n".join(f"- {line}" for line in lines)
