@@ -101,7 +101,7 @@ def plan_slices(cfg: GPTConfig, batch: int, device_type: str,
         return _fixed(batch, cfg.sequences_per_slice or batch, "set by batch_slice")
     if device_type != "cuda":
         return _fixed(batch, auto_batch_slice(cfg.seq_len),
-                         f"{device_type.upper()}: slices of {SLICE_ROWS:,} tokens, free on a CPU")
+                         f"{device_type.upper()}: slices of {SLICE_ROWS:,} tokens, the default off a GPU")
     if fits is None:
         return _fixed(batch, batch, "a GPU with no memory budget given: the whole batch")
     largest = largest_fitting(fits, batch, batch)

@@ -90,7 +90,7 @@ def three_arms(run1: dict, run2: dict, bench: dict, twin: dict) -> pd.DataFrame:
     arms.append((f"reversible (run 2, {twin['trunk']}), {_slicing(sliced or {}, batch)}", sliced, "rebuilt",
                  run2["final_val_loss"], "trained"))
     if whole is not None and whole is not sliced and _slicing(sliced or {}, batch) != _slicing(whole, batch):
-        arms.append((f"reversible, {_slicing(whole, batch)}", whole, "rebuilt", run2["final_val_loss"], "trained"))
+        arms.append((f"reversible, {_slicing(whole, batch)}", whole, "rebuilt", run2["final_val_loss"], "as run 2"))
     rows = []
     for arm, b, backward, val, how in arms:
         b = b or {}

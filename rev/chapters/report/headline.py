@@ -20,6 +20,7 @@ from ..shared.results import (BASE, MIB, REV, REV_DEEP, REV_MAX, equal_tokens_va
                               main_reversible_trunk, main_run, main_runs, max_batches_found, maxbatch_of, number,
                               published_reference)
 from ..shared.runs import bench_ratio
+from ...core.model import stored_twin
 from ..shared.run_log import step_speeds
 from ..shared.verdicts import (FASTER, HIGHER, LOWER, SLOWER, TIED, TOO_NOISY, Drift, Spread,
                                loss_side_word, loss_words, machine_drift, seed_tie, speed_verdict)
@@ -114,11 +115,14 @@ def batch_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str:
             f"baseline's {b}: {verdict}." + budget_reason(df, budget, b) + _paid(spent_of(df, mb), "batch"))
 
 
-def bench_speed(bench: dict | None, rev: pd.Series | None) -> Spread | None:
-    """Run 2's trunk over the residual in notebook 05's interleaved bench (`bench_ratio`: the median of the rounds'
-    ratios and its bootstrap interval), when the bench timed that trunk at run 2's batch; else None."""
+def bench_speed(bench: dict | None, rev: pd.Series | None, against: str = "residual") -> Spread | None:
+    """Run 2's trunk over the residual (or over its stored twin, `against="twin"`, both on the whole batch) in
+    notebook 05's interleaved bench (`bench_ratio`: the median of the rounds' ratios and its bootstrap interval),
+    when the bench timed that trunk at run 2's batch; else None."""
     if not bench or rev is None or number(bench.get("batch")) != number(rev.get("batch_size")):
         return None
+    if against == "twin":
+        return bench_ratio(bench, rev.get("trunk"), stored_twin(rev.get("trunk")), whole=True)
     return bench_ratio(bench, rev.get("trunk"))
 
 
@@ -137,9 +141,17 @@ def throughput_line(base: pd.Series | None, rev: pd.Series | None, bench: dict |
     if s is None:
         # notebook 05 writes the bench (`same_batch_bench.json`); the training runs, timed apart, never stand in
         return "**Throughput**: not measured: no interleaved bench at run 2's batch."
-    return (f"**Throughput**: at batch {int(rev['batch_size'])}, timed side by side (notebook 05's bench, one step of "
+    verdict = speed_verdict(s)
+    said = (f"{verdict} by {abs(1 - s.value) * 100:.0f}%, recomputation and the trunk's architecture together"
+            if verdict in (SLOWER, FASTER) else verdict)
+    line = (f"**Throughput**: at batch {int(rev['batch_size'])}, timed side by side (notebook 05's bench, one step of "
             f"each trunk per round), the reversible trunk ran at {s.value:.2f}x the baseline's tokens/s "
-            f"({s.kind} {s.lo:.2f}-{s.hi:.2f}): {_price(speed_verdict(s), s.value)}.")
+            f"({s.kind} {s.lo:.2f}-{s.hi:.2f}): {said}")
+    twin = bench_speed(bench, rev, against="twin")   # the same network with an ordinary backward: one cause
+    if twin is not None:
+        line += (f"; against its stored twin, both on the whole batch, {twin.value:.2f}x ({twin.lo:.2f}-{twin.hi:.2f}):"
+                 f" {_price(speed_verdict(twin), twin.value)}")
+    return line + "."
 
 
 def not_won_line(df: pd.DataFrame, maxbatch: dict | None = None) -> str | None:

@@ -145,7 +145,7 @@ def choose(rows: list[dict], recon_limit: float = RECON_LIMIT) -> tuple[dict, st
     tied = tied_with_best(ok)
     pick = pick_of_tie(tied)
     reason = (f"{pick['name']}: val loss {pick['val_loss']:.3f}, reconstruction error "
-              f"{pick['reconstruction_error']:.1e} (limit {recon_limit:g}), {len(tied)} within {LOSS_TIE} nats")
+              f"{pick['reconstruction_error']:.1e} (limit {recon_limit:g}), {len(tied)} candidates within {LOSS_TIE} nats of the lowest loss (the screening's tie)")
     return {"trunk": pick["trunk"], "h": pick["h"], "stream": pick["stream"]}, reason
 
 

@@ -486,7 +486,7 @@ def stream_reliability(stream: str | None, err: Any) -> tuple[bool | None, str]:
         return None, "no reconstruction error measured"
     if e > RECON_LIMIT:   # the backward rebuilt its inputs this far off: not exact backprop's gradients
         return False, f"unreliable: error {e:.1e} > {RECON_LIMIT:g}"
-    return True, f"reliable: error {e:.1e} <= {RECON_LIMIT:g}"
+    return True, f"reliable: error {e:.1e} ≤ {RECON_LIMIT:g}"
 
 
 def stream_runs(df: pd.DataFrame) -> pd.DataFrame:

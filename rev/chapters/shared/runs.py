@@ -78,6 +78,7 @@ def summary_table(summaries: list[dict]):
 
     df = pd.DataFrame([{k: s.get(k) for k in SUMMARY_COLUMNS} for s in summaries]).set_index("run")
     df["peak_MiB"] = df.pop("peak_memory_bytes") / MIB
+    df["wall_s"] = df["wall_s"].astype(float).round()   # whole seconds: the fraction is noise
     speeds = [run_speed(s) for s in summaries]
     # the summary's final train loss is a mean over the run's last tenth of steps, not its last step's loss
     df = df.rename(columns={"tokens_per_s": "tokens/s (overall)", "wall_s": "wall seconds",
@@ -93,6 +94,7 @@ def with_step_speeds(table, results_dir: str | Path):
     speeds = [run_speed({"config": {"out_dir": str(Path(results_dir) / name)}}) for name in table["run"]]
     at = table.columns.get_loc("tokens_per_s") + 1 if "tokens_per_s" in table else len(table.columns)
     out = table.copy()
+    out = out.rename(columns={"tokens_per_s": "tokens/s (median step)"}) if "tokens_per_s" in out else out
     out.insert(at, "tokens/s per step: median (quartiles)",
                [f"{sp.value:,.0f} ({sp.lo:,.0f}-{sp.hi:,.0f})" if sp else "no log" for sp in speeds])
     return out
@@ -117,12 +119,13 @@ def run_speed(summary: dict) -> Spread | None:
     return Spread(statistics.median(timed), lo, hi, len(timed), "quartiles over its steps")
 
 
-def bench_ratio(bench: dict, trunk: str) -> Spread | None:
-    """`trunk`'s speed over residual's in a `bench_trunks` result, round by round (both steps of a round ran
-    under the same load): the median of the rounds' ratios and its bootstrap interval (`round_ratio`)."""
+def bench_ratio(bench: dict, trunk: str, against: str = "residual", whole: bool = False) -> Spread | None:
+    """`trunk`'s speed over `against`'s in a `bench_trunks` result, round by round (both steps of a round ran
+    under the same load): the median of the rounds' ratios and its bootstrap interval (`round_ratio`). `whole`
+    takes `trunk`'s row timed on the whole batch (no slices), as the stored trunk it is set against runs."""
     rows = bench.get("runs", [])
-    run = next((r for r in rows if r["trunk"] == trunk), None)
-    base = next((r for r in rows if r["trunk"] == "residual" and run and r.get("head") == run.get("head")), None)
+    run = next((r for r in rows if r["trunk"] == trunk and not (whole and r.get("batch_slice"))), None)
+    base = next((r for r in rows if r["trunk"] == against and run and r.get("head") == run.get("head")), None)
     if run is None or base is None or not run.get("step_times"):
         return None
     return round_ratio(run["step_times"], base["step_times"])

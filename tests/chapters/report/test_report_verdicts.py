@@ -69,9 +69,13 @@ def _results(tmp_path: Path, base_speeds, rev_speeds, rev_val: float = 4.51, rev
     return tmp_path
 
 
-def _bench(root: Path, base: list[float], rev: list[float], batch: int = 8) -> None:
-    """Notebook 05's interleaved bench at `batch`: residual and reveuler_rev, one step of each per round."""
-    rows = [{"trunk": "residual", "step_times": base}, {"trunk": "reveuler_rev", "step_times": rev}]
+def _bench(root: Path, base: list[float], rev: list[float], batch: int = 8, twin: list[float] | None = None) -> None:
+    """Notebook 05's interleaved bench at `batch`: residual and reveuler_rev (and, given `twin`, the stored twin
+    reveuler and reveuler_rev on the whole batch), one step of each per round."""
+    rows = [{"trunk": "residual", "step_times": base}, {"trunk": "reveuler_rev", "step_times": rev, "batch_slice": 4}]
+    if twin is not None:
+        rows += [{"trunk": "reveuler", "step_times": twin},
+                 {"trunk": "reveuler_rev", "step_times": [t / 0.75 for t in twin], "batch_slice": 0}]
     (root / PROFILE / BENCH_FILE).write_text(json.dumps({"batch": batch, "seq_len": SEQ, "rounds": len(base),
                                                          "runs": rows}))
 
@@ -103,9 +107,16 @@ def test_the_throughput_line_turns_with_the_bench_and_never_reads_the_runs(tmp_p
         _bench(root, rounds, rev)
         lines[name] = _headline(root)["Throughput"]
     assert "timed side by side" in lines["slower"] and "slower by 20%" in lines["slower"]
-    assert lines["faster"].endswith(": faster.") and "slower" not in lines["faster"]
+    assert "faster by 30%" in lines["faster"] and "slower" not in lines["faster"]
     assert TOO_NOISY in lines["noisy"] and "slower by" not in lines["noisy"]
     assert "bootstrap interval of the median over 15 interleaved rounds" in lines["slower"]
+    # the residual differs in architecture too: its ratio is never called the price of recomputation
+    assert "architecture together" in lines["slower"] and "price of recomputing" not in lines["slower"]
+    root = _results(tmp_path / "twin", _steady(1000), _steady(700))
+    _bench(root, rounds, cases["slower"], twin=[t * 1.1 for t in rounds])   # the twin: 1.1x the residual's time
+    twin = _headline(root)["Throughput"]
+    assert "against its stored twin, both on the whole batch, 0.75x" in twin
+    assert "slower by 25%, the price of recomputing each block" in twin
     none = _headline(_results(tmp_path / "none", _steady(1000), _steady(700)))["Throughput"]
     assert none.startswith("**Throughput**: not measured") and "slower" not in none
     other_batch = _results(tmp_path / "other", _steady(1000), _steady(700))
