@@ -109,8 +109,8 @@ def plot_shock(shock: dict[str, dict[float, pd.DataFrame]], sizes: FluctuationSi
         axes[2, j].set_xlabel("step")
         axes[0, j].legend(fontsize=8)
     axes[0, 0].set_ylabel("loss (20-step mean)")
-    axes[1, 0].set_ylabel("windowed var |dtheta|")
-    axes[2, 0].set_ylabel("var |dtheta|/eta")
+    axes[1, 0].set_ylabel("windowed var(|dtheta|)")
+    axes[2, 0].set_ylabel("var(|dtheta|/eta)")
     fig.tight_layout()
     return fig
 

@@ -30,7 +30,7 @@ MEASURES: dict[str, str] = {
     "update": "|dtheta|",
     "direction": "|dtheta|/eta",
     "grad_norm": "|grad L|",
-    "variance": "var |dtheta|/eta",
+    "variance": "var(|dtheta|/eta)",
 }
 FACTORS = (5.0, 0.2, 1.0)
 UNDECIDED = "not decided"
