@@ -168,6 +168,16 @@ def plot_val_loss(df: pd.DataFrame):
                  "loss (nats/token)", "{:.3f}", "no validation loss yet")
 
 
+def _bench_label(row: dict, stored: bool) -> str:
+    """A bench bar's label: its trunk, and how it ran where one trunk was timed twice (sliced and whole)."""
+    how = "\n(stored twin)" if stored else ""
+    if row.get("batch_slice"):
+        how += f"\n(slices of {row['batch_slice']})"
+    elif row.get("batch_slice") == 0:
+        how += "\n(whole batch)"
+    return row["trunk"] + how
+
+
 def plot_tokens_per_s(df: pd.DataFrame):
     """Training throughput from notebook 05's interleaved bench (`same_batch_bench.json`), the only timing that
     compares trunks: each trunk's median step as tokens/s at run 2's batch, its whisker the interquartile range of
@@ -193,7 +203,7 @@ def plot_tokens_per_s(df: pd.DataFrame):
     ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="none", color="k", capsize=4,
                 label="rounds: interquartile range")
     ax.bar_label(bars, labels=[f"{v:,.0f}" for v in med], fontsize=8, padding=8)
-    ax.set_xticks(x, [r["trunk"] + ("\n(stored twin)" if st else "") for r, st in zip(rows, stored)], fontsize=8)
+    ax.set_xticks(x, [_bench_label(r, st) for r, st in zip(rows, stored)], fontsize=8)
     ax.set_ylim(0, float(hi.max()) * 1.2)
     ax.legend(fontsize=8, loc="upper right")
     ax.set(ylabel="tokens/s (median step)",

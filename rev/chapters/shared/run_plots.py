@@ -17,6 +17,7 @@ def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, le
     import matplotlib.pyplot as plt
 
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(8, 4.4))
     zoom = (0.4 if len(runs) == 2 else 0.0) if zoom is None else zoom
@@ -37,6 +38,7 @@ def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, le
     for (label, y), ls in zip((levels or {}).items(), (":", "-.", "--")):
         keys.append(ax.axhline(y, color="k", lw=1, ls=ls, label=f"{label}: {y:.2f}"))
     ax.set(xlabel="tokens", ylabel="loss", title=title)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))   # 700,000, not 700000 or 1e6
     if inset is not None:
         _zoom(ax, inset, window, zoom)
     if len(runs) > 1:   # the key goes below the axes, where it hides neither curves nor the zoom

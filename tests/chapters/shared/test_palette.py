@@ -130,3 +130,16 @@ def test_every_run_has_a_colour_of_its_own_in_the_figures(tmp_path):
              if t.get_text() in runs}     # the others key the line styles (training, validation)
     assert set(drawn) == set(runs) and len(set(drawn.values())) == len(runs)
     plt.close(fig)
+
+
+def test_a_trunk_benched_twice_gets_two_labels_and_token_axes_read_with_separators(tmp_path):
+    from rev.chapters.shared.figures import _bench_label
+
+    labels = {_bench_label({"trunk": "midpoint_rev", "batch_slice": 8}, False),
+              _bench_label({"trunk": "midpoint_rev", "batch_slice": 0}, False),
+              _bench_label({"trunk": "midpoint", "batch_slice": None}, True)}
+    assert labels == {"midpoint_rev\n(slices of 8)", "midpoint_rev\n(whole batch)", "midpoint\n(stored twin)"}
+    fig = plot_runs({"a": _log(tmp_path / "run1_baseline", [6.0, 5.0, 4.0])})
+    assert fig.axes[0].xaxis.get_major_formatter()(700000, 0) == "700,000"
+    plt.close(fig)
+
