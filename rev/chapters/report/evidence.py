@@ -64,6 +64,10 @@ def runs_table(df: pd.DataFrame) -> pd.DataFrame:
         same = len(out) and out[c].astype(str).nunique() <= 1
         if same and (c in ("status", "device") or len(out) > 1):   # a single row keeps its geometry
             out = out.drop(columns=c)
+    if "h" in out and "trunk" in out:   # a residual block has no step size to choose: its h is no setting
+        out["h"] = [None if t == "residual" else h for t, h in zip(out["trunk"], out["h"])]
+    if "run" in out:
+        out["run"] = [f"{r} (runner-up)" if r == "run2b_screening_runner_up" else r for r in out["run"]]
     if "chosen" in df and df["chosen"].any():
         out["run"] = [f"{r} (chosen)" if ch else r for r, ch in zip(out["run"], df["chosen"])]
     return tidy(out)

@@ -282,3 +282,15 @@ def test_worst_reconstruction_and_exercise_checks(runs):
         rx.check_with_reconstruction_error(in_place)
     with pytest.raises(AssertionError, match="the baseline has no inverse"):
         rx.check_with_reconstruction_error(lambda df, err: df.assign(reconstruction_error=err))
+
+
+def test_the_runs_table_gives_the_residual_no_step_size_and_names_the_runner_up():
+    import pandas as pd
+
+    from rev.chapters.report.evidence import runs_table
+
+    df = pd.DataFrame({"run": ["run1_baseline", "run2b_screening_runner_up"], "trunk": ["residual", "reveuler_rev"],
+                       "h": [1.0, 0.5], "stream": ["fp32", "fp32"], "n_layer": [6, 6], "batch_size": [16, 16],
+                       "tokens": [1000, 1000], "final_val_loss": [2.0, 2.1]})
+    t = runs_table(df).set_index("run")
+    assert t.loc["run1_baseline", "h"] == "—" and t.loc["run2b_screening_runner_up (runner-up)", "h"] == "0.5"
