@@ -38,7 +38,8 @@ def plot_runs(runs: dict[str, str | Path], title: str = "", smooth: int = 10, le
     for (label, y), ls in zip((levels or {}).items(), (":", "-.", "--")):
         keys.append(ax.axhline(y, color="k", lw=1, ls=ls, label=f"{label}: {y:.2f}"))
     ax.set(xlabel="tokens", ylabel="loss", title=title)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))   # 700,000, not 700000 or 1e6
+    for a in (ax, inset) if inset is not None else (ax,):   # 700,000, not 700000 or 1e6
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     if inset is not None:
         _zoom(ax, inset, window, zoom)
     if len(runs) > 1:   # the key goes below the axes, where it hides neither curves nor the zoom

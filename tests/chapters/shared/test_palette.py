@@ -139,7 +139,9 @@ def test_a_trunk_benched_twice_gets_two_labels_and_token_axes_read_with_separato
               _bench_label({"trunk": "midpoint_rev", "batch_slice": 0}, False),
               _bench_label({"trunk": "midpoint", "batch_slice": None}, True)}
     assert labels == {"midpoint_rev\n(slices of 8)", "midpoint_rev\n(whole batch)", "midpoint\n(stored twin)"}
-    fig = plot_runs({"a": _log(tmp_path / "run1_baseline", [6.0, 5.0, 4.0])})
-    assert fig.axes[0].xaxis.get_major_formatter()(700000, 0) == "700,000"
+    fig = plot_runs({"a": _log(tmp_path / "run1_baseline", [6.0, 5.0, 4.0]),
+                     "b": _log(tmp_path / "run2_reversible_same_batch", [6.0, 5.5, 5.0])})
+    ax = fig.axes[0]
+    assert [a.xaxis.get_major_formatter()(700000, 0) for a in (ax, *ax.child_axes)] == ["700,000", "700,000"]  # inset too
     plt.close(fig)
 
