@@ -113,9 +113,10 @@ def test_noise_lines_find_each_kind_of_residue_the_strict_read_saw():
         _printed("run:  40%|####      | 20/50 [00:03<00:04, 6.1it/s]\n"),
         _printed("assert 0.9586482048034668 >= 0.999\n"),
         _printed("parameters: 635563837\n"),
+        _printed("trained for 10000 steps\n"),     # five digits, the shortest count the rule takes
     ])
     assert _kinds(nb) == ["a relative path", "a relative path", "a quoted repr", "a quoted repr", "a list repr", "a progress bar",
-                          "a raw assert", "an unformatted number"]
+                          "a raw assert", "an unformatted number", "an unformatted number"]
 
 
 def test_noise_lines_leave_what_a_reader_may_see():
@@ -124,7 +125,7 @@ def test_noise_lines_leave_what_a_reader_may_see():
     nb = nbformat.v4.new_notebook(cells=[_printed(
         "parameters: 635,563,837\n", "as Korthikanti et al. 2022 measured\n", "error 1.2345678e-05\n",
         "run seed_12345-a\n", "depths 2, 4 and 8\n", "ratio 12/34567\n", "the word 'fixed' names a stream here\n",
-        "[1, 2, 3]\n", "0.123456 of the budget\n")])
+        "[1, 2, 3]\n", "0.123456 of the budget\n", "trained for 9999 steps\n")])   # four digits: left
     assert _kinds(nb) == []
 
 
@@ -132,9 +133,11 @@ def test_a_line_printed_twice_is_found_in_the_same_cell_and_across_cells_but_not
     line = "each step runs 2 slices of 8 sequences (free on a CPU)\n"
     table = "midpoint_rev   fp32   4.619   yes\n"
     nb = nbformat.v4.new_notebook(cells=[_printed(line, line), _printed(line), _printed(table), _printed(table),
-                                         _printed("short line\n", "short line\n")])
+                                         _printed("short line\n", "short line\n"),
+                                         _printed("a" * 29 + "\n", "a" * 29 + "\n"),      # one below REPEAT_MIN
+                                         _printed("b" * 30 + "\n", "b" * 30 + "\n")])     # at it: a repeat
     found = [f.split(": ")[0] for f in __import__("rev.book.outputs", fromlist=["x"]).noise_lines(nb, "nb")]
-    assert found == ["nb, cell 0", "nb, cell 1"]
+    assert found == ["nb, cell 0", "nb, cell 1", "nb, cell 6"]
     md = nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output(
         "display_data", data={"text/markdown": "- **Memory**: 38.0 MiB against 126.1 MiB at batch 16", "text/plain": "<x>"})
         for _ in range(2)])
